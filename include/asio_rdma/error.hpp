@@ -1,0 +1,110 @@
+// asio-rdma: error model.
+//
+// Every failure is reported as a boost::system::error_code (the type Asio uses):
+//  - errno values from libibverbs / librdmacm and the OS are in
+//    boost::system::system_category(), so `ec == asio::error::operation_aborted`,
+//    `ec == asio::error::timed_out` etc. hold as with sockets;
+//  - the status of a failed work completion (ibv_wc_status) is in wc_category(),
+//    and compares equal to the coarse wc_condition values (flushed, local,
+//    remote, transport);
+//  - the library's own errors are asio_rdma::errc values in rdma_category().
+#pragma once
+
+#include <boost/asio/error.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <infiniband/verbs.h>
+
+#include <type_traits>
+
+namespace asio_rdma {
+
+namespace asio = boost::asio;
+using error_code = boost::system::error_code;
+
+/// Errors raised by asio-rdma itself (as opposed to the OS, verbs or the NIC).
+enum class errc {
+  /// The peer rejected the connection request; its private data, if any, is
+  /// available from the failed connect's result.
+  rejected = 1,
+  /// A message is larger than the connection's maximum message size; nothing
+  /// was posted.
+  message_too_large,
+  /// The buffer given to async_receive is smaller than the message that
+  /// arrived. The message stays queued: retry with a larger buffer.
+  buffer_too_small,
+  /// rdma_cm could not resolve the address to an RDMA device.
+  address_resolution_failed,
+  /// rdma_cm could not resolve a route to the peer.
+  route_resolution_failed,
+  /// The peer did not answer (RDMA_CM_EVENT_UNREACHABLE).
+  unreachable,
+  /// Connection establishment failed (RDMA_CM_EVENT_CONNECT_ERROR).
+  connection_error,
+  /// The RDMA device was removed (RDMA_CM_EVENT_DEVICE_REMOVAL).
+  device_removed,
+  /// The peer sent something that violates the protocol in use (for example
+  /// a malformed buffer advertisement or file transfer header).
+  protocol_error,
+  /// An offset/length pair lies outside its memory region; nothing was posted.
+  out_of_bounds,
+  /// An atomic operation's remote address is not 8-byte aligned.
+  misaligned,
+  /// No RDMA device is available for the requested address or interface.
+  no_device,
+  /// The device cannot open raw packet queue pairs or install flow rules
+  /// (SoftRoCE, iWARP, or missing CAP_NET_RAW).
+  raw_packet_unsupported,
+  /// More flow rules than the socket was opened for.
+  too_many_flows,
+  /// An option value is out of its valid range.
+  invalid_option,
+  /// The remote side of a file transfer reported a failure.
+  remote_failure,
+};
+
+/// The category of asio_rdma::errc ("asio_rdma").
+const boost::system::error_category& rdma_category() noexcept;
+
+/// Makes errc usable as an error_code.
+inline error_code make_error_code(errc e) noexcept {
+  return error_code(static_cast<int>(e), rdma_category());
+}
+
+/// The category of ibv_wc_status values ("ibv_wc_status"); messages come from
+/// ibv_wc_status_str.
+const boost::system::error_category& wc_category() noexcept;
+
+/// The error_code of a failed work completion.
+inline error_code make_wc_error(ibv_wc_status status) noexcept {
+  return error_code(static_cast<int>(status), wc_category());
+}
+
+/// Coarse classes of work completion failures, for comparisons such as
+/// `ec == asio_rdma::wc_condition::remote`.
+enum class wc_condition {
+  /// The work request was flushed because the queue pair entered the error
+  /// state (after a disconnect, close() or an earlier failure).
+  flushed = 1,
+  /// A local error: bad length, protection or queue pair state on this side.
+  local,
+  /// The remote side refused the access: bad rkey, missing permission,
+  /// invalid request or a remote operation error.
+  remote,
+  /// The transport gave up: retries exceeded, RNR retries exceeded.
+  transport,
+};
+
+/// The category of wc_condition.
+const boost::system::error_category& wc_condition_category() noexcept;
+
+inline boost::system::error_condition make_error_condition(wc_condition c) noexcept {
+  return boost::system::error_condition(static_cast<int>(c), wc_condition_category());
+}
+
+} // namespace asio_rdma
+
+namespace boost::system {
+template <> struct is_error_code_enum<asio_rdma::errc> : std::true_type {};
+template <> struct is_error_condition_enum<asio_rdma::wc_condition> : std::true_type {};
+} // namespace boost::system
