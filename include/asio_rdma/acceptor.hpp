@@ -1,0 +1,110 @@
+// asio-rdma: listening for and accepting connections (the passive side).
+#pragma once
+
+#include <asio_rdma/connection.hpp>
+#include <asio_rdma/connection_request.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace asio_rdma {
+
+namespace detail {
+class acceptor_impl;
+void start_accept_request(acceptor_impl* impl, request_handler handler);
+void start_accept(acceptor_impl* impl, connection_handler handler);
+} // namespace detail
+
+/// Options of a listener.
+struct acceptor_options {
+  /// Connection requests the CM queues before they are taken with
+  /// async_accept / async_accept_request; later ones are refused by the CM.
+  int backlog = 128;
+  /// Options of the connections async_accept() establishes (its private data
+  /// goes with the accept reply).
+  connection_options connection;
+};
+
+/// Listens on an address and port for RDMA connections (rdma_cm, RC).
+///
+/// The listener's event channel is waited on by the io_context of the
+/// executor; no thread is involved. Move-only; destroying it stops listening,
+/// rejects requests not yet taken and completes pending accepts with
+/// asio::error::operation_aborted. Connections already accepted live on.
+class acceptor {
+public:
+  using executor_type = boost::asio::any_io_executor;
+
+  /// An acceptor that does not listen yet.
+  explicit acceptor(const executor_type& ex);
+  /// Listens on `address`:`port` (see listen()); throws boost::system::system_error.
+  acceptor(const executor_type& ex, const std::string& address, std::uint16_t port,
+           const acceptor_options& options = {});
+  acceptor(acceptor&&) noexcept;
+  acceptor& operator=(acceptor&&) noexcept;
+  ~acceptor();
+
+  executor_type get_executor() const { return ex_; }
+
+  /// Binds to `address` ("0.0.0.0" or "::" for all RDMA devices) and `port`
+  /// (0 picks a free port; see local_endpoint()) and starts listening.
+  void listen(const std::string& address, std::uint16_t port,
+              const acceptor_options& options = {});
+  void listen(const std::string& address, std::uint16_t port, const acceptor_options& options,
+              error_code& ec);
+
+  bool is_open() const noexcept;
+  /// The address and port listened on.
+  boost::asio::ip::tcp::endpoint local_endpoint() const;
+
+  /// Waits for the next connection request and accepts it with
+  /// acceptor_options::connection.
+  ///
+  /// Completion signature: void(error_code, connection). The connection is
+  /// established (the peer's RTU seen) when the handler runs. Errors:
+  /// asio::error::operation_aborted (closed or cancelled),
+  /// asio::error::timed_out (the handshake did not finish within the
+  /// connection timeout), errors of the device. Cancellation (any type)
+  /// withdraws the wait; a request already being accepted is abandoned.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_accept(CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, connection)>(
+        [](auto handler, detail::acceptor_impl* impl) {
+          if (!impl)
+            return detail::post_result(std::move(handler),
+                                       error_code(boost::asio::error::bad_descriptor),
+                                       connection());
+          detail::start_accept(impl, std::move(handler));
+        },
+        token, impl_.get());
+  }
+
+  /// Waits for the next connection request and hands it over undecided: the
+  /// caller reads its private data and peer address, then accepts (with its
+  /// own private data and options) or rejects it.
+  ///
+  /// Completion signature: void(error_code, connection_request).
+  /// Cancellation (any type) withdraws the wait; no request is lost.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_accept_request(CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, connection_request)>(
+        [](auto handler, detail::acceptor_impl* impl) {
+          if (!impl)
+            return detail::post_result(std::move(handler),
+                                       error_code(boost::asio::error::bad_descriptor),
+                                       connection_request());
+          detail::start_accept_request(impl, std::move(handler));
+        },
+        token, impl_.get());
+  }
+
+  /// Stops listening (see the class description).
+  void close() noexcept;
+
+private:
+  executor_type ex_;
+  std::shared_ptr<detail::acceptor_impl> impl_;
+};
+
+} // namespace asio_rdma

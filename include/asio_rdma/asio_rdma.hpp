@@ -1,0 +1,9 @@
+// asio-rdma: the umbrella header.
+#pragma once
+
+#include <asio_rdma/acceptor.hpp>
+#include <asio_rdma/connect.hpp>
+#include <asio_rdma/connection.hpp>
+#include <asio_rdma/connection_options.hpp>
+#include <asio_rdma/connection_request.hpp>
+#include <asio_rdma/error.hpp>

@@ -1,0 +1,46 @@
+// asio-rdma: establishing a connection as the active side.
+#pragma once
+
+#include <asio_rdma/connection.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace asio_rdma {
+
+namespace detail {
+void start_connect(const boost::asio::any_io_executor& ex, std::string host, std::uint16_t port,
+                   const connection_options& options, connection_handler handler);
+} // namespace detail
+
+/// Connects to an RDMA listener (an asio_rdma::acceptor, or any rdma_cm
+/// server on the RC port space) at `host`:`port`.
+///
+/// `host` is a numeric IPv4/IPv6 address or a name (resolved with Asio's
+/// resolver). The connection runs on `ex`. Resolution, route lookup and the
+/// handshake together are bounded by `options.timeout`; the private data in
+/// `options` travels with the connect request.
+///
+/// Completion signature: void(error_code, connection). Distinct errors:
+/// asio::error::host_not_found (no such host); errc::address_resolution_failed
+/// (no RDMA device reaches that address); errc::route_resolution_failed;
+/// asio::error::connection_refused (nobody listens on that port);
+/// errc::rejected (the peer rejected: the returned, not open, connection's
+/// peer_private_data() holds its reason); errc::unreachable;
+/// errc::connection_error; asio::error::timed_out; errc::invalid_option.
+///
+/// Cancellation (any type) abandons the attempt with
+/// asio::error::operation_aborted. The handler runs on its associated
+/// executor (default: `ex`).
+template <typename CompletionToken = boost::asio::deferred_t>
+auto async_connect(const boost::asio::any_io_executor& ex, std::string host, std::uint16_t port,
+                   const connection_options& options = {}, CompletionToken&& token = {}) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code, connection)>(
+      [](auto handler, const boost::asio::any_io_executor& ex, std::string host,
+         std::uint16_t port, const connection_options& options) {
+        detail::start_connect(ex, std::move(host), port, options, std::move(handler));
+      },
+      token, ex, std::move(host), port, options);
+}
+
+} // namespace asio_rdma

@@ -1,0 +1,153 @@
+// asio-rdma: a reliable connected (RC) RDMA connection.
+#pragma once
+
+#include <asio_rdma/connection_options.hpp>
+#include <asio_rdma/detail/buffer_array.hpp>
+#include <asio_rdma/detail/handlers.hpp>
+#include <asio_rdma/error.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+
+struct ibv_qp;
+struct ibv_pd;
+struct rdma_cm_id;
+
+namespace asio_rdma {
+
+namespace detail {
+class connection_impl;
+} // namespace detail
+
+/// One RC connection, established by async_connect() or accepted by an
+/// acceptor / connection_request. Move-only; destroying it closes it.
+///
+/// Operations and threads: the connection belongs to the io_context of its
+/// executor; call its functions from that io_context's thread (or a strand).
+/// Any number of operations may be outstanding at once, from any number of
+/// coroutines. Completion handlers run on their associated executor (by
+/// default the connection's), never inside the initiating function.
+///
+/// Buffers passed to an operation must stay valid until it completes.
+///
+/// Wire format: the connection puts nothing of its own on the wire: a
+/// message sent is exactly the bytes given, and any librdmacm peer that posts
+/// receives of max_message_size bytes can talk to it.
+class connection {
+public:
+  using executor_type = boost::asio::any_io_executor;
+
+  /// A connection that is not open; every operation fails with
+  /// asio::error::not_connected.
+  connection() noexcept;
+  /// Wraps an established connection (used by async_connect and acceptors).
+  explicit connection(std::shared_ptr<detail::connection_impl> impl) noexcept;
+  connection(connection&&) noexcept;
+  /// Closes this connection (see close()) and takes over `other`'s.
+  connection& operator=(connection&& other) noexcept;
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+  /// Closes the connection (see close()).
+  ~connection();
+
+  /// The executor the connection's I/O runs on.
+  executor_type get_executor() const;
+
+  /// True until close(), a disconnect or a fatal error.
+  bool is_open() const noexcept;
+
+  /// The addresses of the two ends (port: the rdma_cm port).
+  boost::asio::ip::tcp::endpoint local_endpoint() const;
+  boost::asio::ip::tcp::endpoint remote_endpoint() const;
+
+  /// The private data the peer sent in its connect request (acceptor side) or
+  /// in its accept or reject reply (connecting side). Zero-padded by the CM on
+  /// InfiniBand and RoCE. Also available on the connection returned with
+  /// errc::rejected by async_connect.
+  std::span<const std::byte> peer_private_data() const noexcept;
+
+  /// The options the connection was established with.
+  const connection_options& options() const;
+
+  /// Sends one message made of `buffers` (gathered, at most 16 buffers).
+  ///
+  /// Completion signature: void(error_code, std::size_t bytes_sent). The data
+  /// is copied into registered memory of the library when the work request is
+  /// posted, so the message is independent of later changes to `buffers`;
+  /// `buffers` must stay valid until the operation completes.
+  ///
+  /// Errors: errc::message_too_large (larger than max_message_size, nothing
+  /// posted), asio::error::not_connected, asio::error::operation_aborted
+  /// (closed or disconnected before completion), a wc_category() error from
+  /// the device (e.g. the peer's receive buffer was too small).
+  ///
+  /// More sends than the send queue holds wait in order. Cancellation (any
+  /// type) is honoured while the send waits for room in the send queue; once
+  /// posted, an RC work request can only be withdrawn by closing the
+  /// connection, which flushes every posted request.
+  template <typename ConstBufferSequence,
+            typename CompletionToken = boost::asio::deferred_t>
+  auto async_send(const ConstBufferSequence& buffers, CompletionToken&& token = {});
+
+  /// Receives the next message into `buffers` (scattered, at most 16 buffers).
+  ///
+  /// Completion signature: void(error_code, std::size_t bytes_received).
+  /// Messages are delivered in order, one per operation. The library keeps its
+  /// own receive buffers posted and copies the message out, so `buffers` is
+  /// never touched by the device.
+  ///
+  /// Errors: asio::error::eof once the connection was disconnected (by either
+  /// side) and every message received before has been delivered;
+  /// errc::buffer_too_small if the message does not fit (the message stays
+  /// queued for the next receive); asio::error::operation_aborted on close()
+  /// or cancellation; a wc_category() error if the connection failed.
+  ///
+  /// Cancellation (any type) removes the pending receive; no message is lost.
+  template <typename MutableBufferSequence,
+            typename CompletionToken = boost::asio::deferred_t>
+  auto async_receive(const MutableBufferSequence& buffers, CompletionToken&& token = {});
+
+  /// Disconnects gracefully: the peer sees end-of-stream, posted work is
+  /// flushed (operation_aborted), pending receives complete with eof.
+  ///
+  /// Completion signature: void(error_code). Completes when the CM reports
+  /// the disconnect, or with asio::error::timed_out after options().timeout.
+  /// Cancellation stops the wait; the connection is closed regardless.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_disconnect(CompletionToken&& token = {});
+
+  /// Closes at once: the queue pair is moved to the error state, which
+  /// flushes all posted work; every pending operation completes with
+  /// asio::error::operation_aborted (once the device has flushed it, so no
+  /// handler runs while the device may still use its buffer). The peer sees a
+  /// disconnect. Resources are released when the last operation completed.
+  void close() noexcept;
+
+  /// The underlying verbs objects, for what the library does not wrap.
+  rdma_cm_id* native_handle() const noexcept;
+  ibv_qp* native_queue_pair() const noexcept;
+  ibv_pd* native_protection_domain() const noexcept;
+
+  /// The implementation (for library internals).
+  detail::connection_impl* impl() const noexcept { return impl_.get(); }
+
+private:
+  std::shared_ptr<detail::connection_impl> impl_;
+};
+
+namespace detail {
+void start_send(connection_impl* impl, const const_buffer_array& buffers, size_handler handler);
+void start_receive(connection_impl* impl, const mutable_buffer_array& buffers,
+                   size_handler handler);
+void start_disconnect(connection_impl* impl, void_handler handler);
+} // namespace detail
+
+} // namespace asio_rdma
+
+#include <asio_rdma/impl/connection.hpp>

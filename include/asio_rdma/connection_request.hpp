@@ -1,0 +1,72 @@
+// asio-rdma: a connection request received by an acceptor, not yet decided.
+#pragma once
+
+#include <asio_rdma/connection.hpp>
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include <memory>
+#include <span>
+
+namespace asio_rdma {
+
+namespace detail {
+struct pending_request;
+void start_accept_request_as_connection(std::unique_ptr<pending_request> request,
+                                        const connection_options& options,
+                                        connection_handler handler);
+} // namespace detail
+
+/// A peer's connection request, taken with acceptor::async_accept_request().
+///
+/// Decide it with async_accept() or reject(). Move-only; destroying an
+/// undecided request rejects it (without private data).
+class connection_request {
+public:
+  connection_request() noexcept;
+  explicit connection_request(std::unique_ptr<detail::pending_request> request) noexcept;
+  connection_request(connection_request&&) noexcept;
+  connection_request& operator=(connection_request&&) noexcept;
+  ~connection_request();
+
+  /// True while the request is undecided.
+  bool is_pending() const noexcept { return request_ != nullptr; }
+
+  /// The requester's address (rdma_cm's view of it).
+  boost::asio::ip::tcp::endpoint remote_endpoint() const;
+  /// The private data the requester sent (zero-padded to 56 bytes by the CM
+  /// on InfiniBand and RoCE).
+  std::span<const std::byte> private_data() const noexcept;
+
+  /// Accepts: creates the queue pair with `options`, posts the receive
+  /// buffers, replies with options.private_data (at most 196 bytes).
+  ///
+  /// Completion signature: void(error_code, connection), once the handshake
+  /// finished (or asio::error::timed_out after options.timeout).
+  /// Cancellation (any type) abandons the connection. The request is decided
+  /// (is_pending() false) when this returns.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_accept(const connection_options& options = {}, CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, connection)>(
+        [](auto handler, std::unique_ptr<detail::pending_request> request,
+           const connection_options& options) {
+          if (!request)
+            return detail::post_result(std::move(handler),
+                                       error_code(boost::asio::error::not_connected),
+                                       connection());
+          detail::start_accept_request_as_connection(std::move(request), options,
+                                                     std::move(handler));
+        },
+        token, std::move(request_), options);
+  }
+
+  /// Rejects the request, sending `private_data` (at most 148 bytes) with the
+  /// rejection; the requester's async_connect fails with errc::rejected.
+  void reject(std::span<const std::byte> private_data = {});
+  void reject(std::span<const std::byte> private_data, error_code& ec);
+
+private:
+  std::unique_ptr<detail::pending_request> request_;
+};
+
+} // namespace asio_rdma

@@ -1,0 +1,91 @@
+#include "cm_channel.hpp"
+
+#include "verbs_error.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fcntl.h>
+
+namespace asio_rdma::detail {
+
+std::shared_ptr<cm_channel> cm_channel::create(const asio::any_io_executor& ex, error_code& ec) {
+  event_channel_ptr channel(::rdma_create_event_channel());
+  if (!channel) {
+    ec = from_errno();
+    return nullptr;
+  }
+  // Non-blocking, so the drain loop stops at EAGAIN instead of blocking the io_context.
+  int flags = ::fcntl(channel->fd, F_GETFL);
+  if (flags < 0 || ::fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    ec = from_errno();
+    return nullptr;
+  }
+  auto self = std::make_shared<cm_channel>(ex, std::move(channel));
+  self->wait();
+  ec = {};
+  return self;
+}
+
+cm_channel::cm_channel(const asio::any_io_executor& ex, event_channel_ptr channel)
+    : ex_(ex), channel_(std::move(channel)), descriptor_(ex, channel_->fd) {}
+
+cm_channel::~cm_channel() {
+  // The fd belongs to the event channel: release it from Asio (which cancels
+  // the pending wait) before the channel is destroyed.
+  descriptor_.release();
+}
+
+cm_id_ptr cm_channel::create_id(cm_event_target* target, rdma_port_space ps, error_code& ec) {
+  rdma_cm_id* id = nullptr;
+  if (::rdma_create_id(channel_.get(), &id, target, ps) != 0) {
+    ec = from_errno();
+    return nullptr;
+  }
+  ec = {};
+  return cm_id_ptr(id);
+}
+
+void cm_channel::wait() {
+  descriptor_.async_wait(asio::posix::stream_descriptor::wait_read,
+                         [weak = weak_from_this()](const error_code& ec) {
+                           auto self = weak.lock();
+                           if (!self || ec == asio::error::operation_aborted)
+                             return;
+                           self->drain();
+                           self->wait();
+                         });
+}
+
+void cm_channel::drain() {
+  // One event at a time: copy, acknowledge, dispatch. A target may destroy
+  // other ids while handling an event; events of destroyed ids that were not
+  // yet fetched are discarded by the kernel, so nothing stale is dispatched.
+  auto keep_alive = shared_from_this();
+  for (;;) {
+    rdma_cm_event* raw = nullptr;
+    if (::rdma_get_cm_event(channel_.get(), &raw) != 0)
+      return; // EAGAIN: drained (other errors leave nothing to dispatch either)
+    cm_event ev;
+    ev.type = raw->event;
+    ev.status = raw->status;
+    ev.id = raw->id;
+    ev.listen_id = raw->listen_id;
+    if (raw->id && raw->id->ps == RDMA_PS_TCP) {
+      const auto& conn = raw->param.conn;
+      ev.initiator_depth = conn.initiator_depth;
+      ev.responder_resources = conn.responder_resources;
+      if (conn.private_data && conn.private_data_len > 0) {
+        ev.private_data_len = static_cast<std::uint8_t>(
+            std::min<std::size_t>(conn.private_data_len, ev.private_data.size()));
+        std::memcpy(ev.private_data.data(), conn.private_data, ev.private_data_len);
+      }
+    }
+    // For a connect request the new id still carries the listener's context.
+    auto* target = static_cast<cm_event_target*>(raw->id ? raw->id->context : nullptr);
+    ::rdma_ack_cm_event(raw);
+    if (target)
+      target->on_cm_event(ev);
+  }
+}
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,70 @@
+// An rdma_cm event channel whose fd is waited on by the user's io_context.
+// Events are routed by cm_id->context to a cm_event_target; no thread, no map.
+#pragma once
+
+#include "handles.hpp"
+
+#include <asio_rdma/error.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace asio_rdma::detail {
+
+/// A copy of an rdma_cm_event, taken before the event is acknowledged so that
+/// acknowledging never waits on user code (rdma_destroy_id blocks until all of
+/// an id's events are acknowledged).
+struct cm_event {
+  rdma_cm_event_type type{};
+  int status = 0;
+  rdma_cm_id* id = nullptr;
+  rdma_cm_id* listen_id = nullptr;
+  std::uint8_t initiator_depth = 0;
+  std::uint8_t responder_resources = 0;
+  std::uint8_t private_data_len = 0;
+  std::array<std::byte, 256> private_data{};
+
+  std::span<const std::byte> data() const { return {private_data.data(), private_data_len}; }
+};
+
+/// Receives the events of the ids whose context points to it.
+class cm_event_target {
+public:
+  virtual void on_cm_event(const cm_event& event) = 0;
+
+protected:
+  ~cm_event_target() = default;
+};
+
+class cm_channel : public std::enable_shared_from_this<cm_channel> {
+public:
+  /// Creates the channel and starts waiting on it.
+  static std::shared_ptr<cm_channel> create(const asio::any_io_executor& ex, error_code& ec);
+
+  cm_channel(const asio::any_io_executor& ex, event_channel_ptr channel);
+  ~cm_channel();
+  cm_channel(const cm_channel&) = delete;
+  cm_channel& operator=(const cm_channel&) = delete;
+
+  rdma_event_channel* native() const { return channel_.get(); }
+  const asio::any_io_executor& get_executor() const { return ex_; }
+
+  /// Creates an id on this channel whose events go to `target` (may be null:
+  /// events are then acknowledged and dropped).
+  cm_id_ptr create_id(cm_event_target* target, rdma_port_space ps, error_code& ec);
+
+private:
+  void wait();
+  void drain();
+
+  asio::any_io_executor ex_;
+  event_channel_ptr channel_;
+  asio::posix::stream_descriptor descriptor_;
+};
+
+} // namespace asio_rdma::detail

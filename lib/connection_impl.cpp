@@ -1,0 +1,742 @@
+#include "connection_impl.hpp"
+
+#include "verbs_error.hpp"
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace asio_rdma::detail {
+
+namespace {
+
+// rdma_cm's reject reason when the peer's application called rdma_reject
+// (IB_CM_REJ_CONSUMER_DEFINED); any other reason means nobody listened.
+constexpr int reject_reason_consumer = 28;
+
+int timeout_ms(std::chrono::milliseconds t) {
+  return static_cast<int>(std::clamp<std::int64_t>(t.count(), 1, 60 * 60 * 1000));
+}
+
+void to_sockaddr(const asio::ip::tcp::endpoint& ep, sockaddr_storage& out) {
+  std::memset(&out, 0, sizeof out);
+  std::memcpy(&out, ep.data(), ep.size());
+}
+
+// Cancels one queued operation through the Asio cancellation slot.
+struct op_canceller {
+  connection_impl* impl;
+  operation* op;
+  void operator()(asio::cancellation_type type);
+};
+
+} // namespace
+
+error_code registered_block::allocate(ibv_pd* pd, std::size_t slots, std::size_t size,
+                                      int access) {
+  slot_size = size;
+  const std::size_t page = 4096;
+  std::size_t bytes = (std::max<std::size_t>(slots * size, 1) + page - 1) / page * page;
+  memory.reset(static_cast<std::byte*>(std::aligned_alloc(page, bytes)));
+  if (!memory)
+    return asio::error::no_memory;
+  mr.reset(::ibv_reg_mr(pd, memory.get(), bytes, access));
+  if (!mr)
+    return from_errno();
+  return {};
+}
+
+connection_impl::connection_impl(const asio::any_io_executor& ex,
+                                 const connection_options& options)
+    : ex_(ex), options_(options), timer_(ex), drain_timer_(ex) {}
+
+connection_impl::~connection_impl() {
+  if (cq_) {
+    cq_->set_batch_listener({});
+    cq_->stop();
+  }
+  if (qp_created_)
+    ::rdma_destroy_qp(id_.get());
+}
+
+// ---------------------------------------------------------------- establishment
+
+void connection_impl::start_connect(std::string host, std::uint16_t port,
+                                    connection_handler handler) {
+  establish_handler_ = std::move(handler);
+  self_ = shared_from_this();
+  if (options_.validate(connection_options::max_connect_private_data))
+    return fail_establishment(errc::invalid_option, true);
+  auto slot = asio::get_associated_cancellation_slot(establish_handler_);
+  if (slot.is_connected())
+    slot.assign([this](asio::cancellation_type) {
+      fail_establishment(asio::error::operation_aborted, true);
+    });
+
+  error_code ec;
+  auto address = asio::ip::make_address(host, ec);
+  if (!ec)
+    return resolve_address(asio::ip::tcp::endpoint(address, port));
+  // A host name: resolve it with Asio's resolver, then continue with rdma_cm.
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(ex_);
+  state_ = state::resolving;
+  start_timer(false);
+  resolver->async_resolve(
+      host, std::to_string(port), asio::ip::resolver_base::numeric_service,
+      [self = shared_from_this(), resolver](error_code ec,
+                                            asio::ip::tcp::resolver::results_type results) {
+        if (!self->establish_handler_)
+          return; // timed out or cancelled meanwhile
+        if (!ec && results.empty())
+          ec = asio::error::host_not_found;
+        if (ec)
+          return self->fail_establishment(ec, false);
+        self->resolve_address(results.begin()->endpoint());
+      });
+}
+
+void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination) {
+  error_code ec;
+  channel_ = cm_channel::create(ex_, ec);
+  if (!ec)
+    id_ = channel_->create_id(this, RDMA_PS_TCP, ec);
+  if (ec)
+    return fail_establishment(ec, true);
+  sockaddr_storage dst{}, src{};
+  to_sockaddr(destination, dst);
+  sockaddr* src_ptr = nullptr;
+  if (!options_.source_address.empty()) {
+    auto source = asio::ip::make_address(options_.source_address, ec);
+    if (ec)
+      return fail_establishment(ec, true);
+    to_sockaddr(asio::ip::tcp::endpoint(source, 0), src);
+    src_ptr = reinterpret_cast<sockaddr*>(&src);
+  }
+  if (state_ != state::resolving) {
+    state_ = state::resolving;
+    start_timer(false);
+  }
+  if (::rdma_resolve_addr(id_.get(), src_ptr, reinterpret_cast<sockaddr*>(&dst),
+                          timeout_ms(options_.timeout)) != 0)
+    return fail_establishment(from_errno(), true);
+}
+
+void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_ptr id,
+                                   const cm_event& request, connection_handler handler) {
+  establish_handler_ = std::move(handler);
+  self_ = shared_from_this();
+  channel_ = std::move(channel);
+  id_ = std::move(id);
+  id_->context = static_cast<cm_event_target*>(this);
+  auto data = request.data();
+  peer_private_data_.assign(data.begin(), data.end());
+  if (options_.validate(connection_options::max_accept_private_data))
+    return fail_establishment(errc::invalid_option, true);
+  if (auto ec = create_resources())
+    return fail_establishment(ec, true);
+  rdma_conn_param param{};
+  param.private_data = options_.private_data.data();
+  param.private_data_len = static_cast<std::uint8_t>(options_.private_data.size());
+  // Reads and atomics the peer may have outstanding towards us, and we towards it.
+  param.responder_resources =
+      std::min<int>({options_.responder_resources, request.initiator_depth,
+                     device_->attributes.max_qp_rd_atom});
+  param.initiator_depth =
+      std::min<int>({options_.initiator_depth, request.responder_resources,
+                     device_->attributes.max_qp_init_rd_atom});
+  param.rnr_retry_count = 7; // 7 = retry forever: RNR is our flow control
+  param.retry_count = 7;
+  auto slot = asio::get_associated_cancellation_slot(establish_handler_);
+  if (slot.is_connected())
+    slot.assign([this](asio::cancellation_type) {
+      fail_establishment(asio::error::operation_aborted, true);
+    });
+  state_ = state::accepting;
+  start_timer(false);
+  if (::rdma_accept(id_.get(), &param) != 0)
+    return fail_establishment(from_errno(), true);
+}
+
+error_code connection_impl::create_resources() {
+  error_code ec;
+  device_ = get_device(id_->verbs, ec);
+  if (ec)
+    return ec;
+  const auto send_depth = options_.send_queue_depth;
+  const auto recv_depth = options_.receive_queue_depth;
+  cq_ = completion_queue::create(ex_, id_->verbs, static_cast<int>(send_depth + recv_depth), ec);
+  if (ec)
+    return ec;
+  cq_->set_batch_listener({&connection_impl::after_cq_batch, this});
+  if ((ec = receive_block_.allocate(pd(), recv_depth, options_.max_message_size,
+                                    IBV_ACCESS_LOCAL_WRITE)))
+    return ec;
+  if ((ec = send_block_.allocate(pd(), send_depth, options_.max_message_size, 0)))
+    return ec;
+
+  ibv_qp_init_attr attr{};
+  attr.send_cq = cq_->native();
+  attr.recv_cq = cq_->native();
+  attr.qp_type = IBV_QPT_RC;
+  attr.sq_sig_all = 0;
+  attr.cap.max_send_wr = send_depth;
+  attr.cap.max_recv_wr = recv_depth;
+  attr.cap.max_send_sge = options_.max_send_sge;
+  attr.cap.max_recv_sge = 1;
+  attr.cap.max_inline_data = options_.max_inline_data;
+  if (::rdma_create_qp(id_.get(), pd(), &attr) != 0) {
+    // Some devices refuse inline data: fall back to copying every send.
+    attr.cap.max_inline_data = 0;
+    if (options_.max_inline_data == 0 || ::rdma_create_qp(id_.get(), pd(), &attr) != 0)
+      return from_errno();
+  }
+  qp_created_ = true;
+  inline_limit_ = std::min(attr.cap.max_inline_data, options_.max_inline_data);
+  max_send_sge_ = attr.cap.max_send_sge;
+
+  receive_slots_.resize(recv_depth);
+  arrived_.resize(recv_depth);
+  to_repost_.reserve(recv_depth);
+  recv_wrs_.resize(recv_depth);
+  recv_sges_.resize(recv_depth);
+  for (std::uint32_t i = 0; i < recv_depth; ++i) {
+    receive_slots_[i].on_complete = &connection_impl::on_receive_complete;
+    receive_slots_[i].owner = this;
+    receive_slots_[i].index = i;
+    to_repost_.push_back(i);
+  }
+  free_send_slots_.reserve(send_depth);
+  for (std::uint32_t i = send_depth; i > 0; --i)
+    free_send_slots_.push_back(i - 1);
+  // Receives must be posted before the peer can send: before connect/accept.
+  flush();
+  return cq_->start();
+}
+
+void connection_impl::on_cm_event(const cm_event& event) {
+  switch (event.type) {
+  case RDMA_CM_EVENT_ADDR_RESOLVED:
+    if (state_ == state::resolving &&
+        ::rdma_resolve_route(id_.get(), timeout_ms(options_.timeout)) != 0)
+      fail_establishment(from_errno(), false);
+    break;
+  case RDMA_CM_EVENT_ADDR_ERROR:
+    fail_establishment(errc::address_resolution_failed, false);
+    break;
+  case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+    if (state_ != state::resolving)
+      break;
+    if (auto ec = create_resources())
+      return fail_establishment(ec, false);
+    rdma_conn_param param{};
+    param.private_data = options_.private_data.data();
+    param.private_data_len = static_cast<std::uint8_t>(options_.private_data.size());
+    param.responder_resources =
+        std::min<int>(options_.responder_resources, device_->attributes.max_qp_rd_atom);
+    param.initiator_depth =
+        std::min<int>(options_.initiator_depth, device_->attributes.max_qp_init_rd_atom);
+    param.rnr_retry_count = 7;
+    param.retry_count = 7;
+    state_ = state::connecting;
+    if (::rdma_connect(id_.get(), &param) != 0)
+      fail_establishment(from_errno(), false);
+    break;
+  }
+  case RDMA_CM_EVENT_ROUTE_ERROR:
+    fail_establishment(errc::route_resolution_failed, false);
+    break;
+  case RDMA_CM_EVENT_UNREACHABLE:
+    fail_establishment(errc::unreachable, false);
+    break;
+  case RDMA_CM_EVENT_REJECTED: {
+    auto data = event.data();
+    peer_private_data_.assign(data.begin(), data.end());
+    fail_establishment(event.status == reject_reason_consumer
+                           ? error_code(errc::rejected)
+                           : error_code(asio::error::connection_refused),
+                       false);
+    break;
+  }
+  case RDMA_CM_EVENT_CONNECT_ERROR:
+    fail_establishment(errc::connection_error, false);
+    break;
+  case RDMA_CM_EVENT_ESTABLISHED:
+    finish_establishment(event);
+    break;
+  case RDMA_CM_EVENT_DISCONNECTED:
+    if (establish_handler_) {
+      fail_establishment(asio::error::connection_reset, false);
+    } else if (state_ == state::open) {
+      peer_disconnected_ = true;
+      // Deliver every message that arrived before the disconnect first.
+      if (cq_)
+        cq_->poll();
+      begin_close({});
+    } else if (state_ == state::closing) {
+      complete_disconnect({});
+    }
+    break;
+  case RDMA_CM_EVENT_DEVICE_REMOVAL:
+    if (establish_handler_)
+      fail_establishment(errc::device_removed, false);
+    else
+      begin_close(errc::device_removed);
+    break;
+  default:
+    break; // TIMEWAIT_EXIT and others need no action
+  }
+}
+
+void connection_impl::finish_establishment(const cm_event& event) {
+  if (!establish_handler_)
+    return;
+  timer_.cancel();
+  if (state_ == state::connecting) { // the acceptor's reply carries its private data
+    auto data = event.data();
+    peer_private_data_.assign(data.begin(), data.end());
+  }
+  state_ = state::open;
+  auto handler = std::move(establish_handler_);
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  if (slot.is_connected())
+    slot.clear();
+  asio::dispatch(ex_, asio::append(std::move(handler), error_code(),
+                                   connection(shared_from_this())));
+}
+
+void connection_impl::fail_establishment(error_code ec, bool defer) {
+  if (!establish_handler_)
+    return;
+  timer_.cancel();
+  auto handler = std::move(establish_handler_);
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  if (slot.is_connected())
+    slot.clear();
+  // Keep the implementation for the rejection's private data; otherwise hand
+  // back a connection that is not open.
+  connection result = ec == errc::rejected ? connection(shared_from_this()) : connection();
+  teardown();
+  state_ = state::closed;
+  auto keep = std::move(self_);
+  if (defer)
+    asio::post(ex_, asio::append(std::move(handler), ec, std::move(result)));
+  else
+    asio::dispatch(ex_, asio::append(std::move(handler), ec, std::move(result)));
+}
+
+void connection_impl::start_timer(bool for_disconnect) {
+  timer_.expires_after(options_.timeout);
+  timer_.async_wait([self = shared_from_this(), for_disconnect](const error_code& ec) {
+    if (ec)
+      return;
+    if (for_disconnect)
+      self->complete_disconnect(asio::error::timed_out);
+    else
+      self->fail_establishment(asio::error::timed_out, false);
+  });
+}
+
+// ---------------------------------------------------------------- data path
+
+void connection_impl::send(const const_buffer_array& buffers, size_handler handler) {
+  error_code ec;
+  if (buffers.too_many)
+    ec = asio::error::invalid_argument;
+  else if (buffers.total_size > options_.max_message_size)
+    ec = errc::message_too_large;
+  else if (state_ != state::open)
+    ec = terminal_error(false);
+  operation* op = op_pool_.get();
+  op->owner = this;
+  op->kind = op_kind::send;
+  op->posted = false;
+  op->handler = std::move(handler);
+  if (ec)
+    return complete(op, ec, 0, true);
+  op->on_complete = &connection_impl::on_send_complete;
+  op->source = buffers;
+  op->length = buffers.total_size;
+  pending_sends_.push(op);
+  auto slot = asio::get_associated_cancellation_slot(op->handler);
+  if (slot.is_connected())
+    slot.template emplace<op_canceller>(op_canceller{this, op});
+  // An idle send queue rings the doorbell at once (latency); otherwise the
+  // request joins the batch flushed at the end of this io_context turn.
+  if (send_outstanding_ == 0 && !flush_scheduled_)
+    flush();
+  else
+    schedule_flush();
+}
+
+void connection_impl::receive(const mutable_buffer_array& buffers, size_handler handler) {
+  operation* op = op_pool_.get();
+  op->owner = this;
+  op->kind = op_kind::receive;
+  op->posted = false;
+  op->handler = std::move(handler);
+  op->destination = buffers;
+  if (buffers.too_many)
+    return complete(op, asio::error::invalid_argument, 0, true);
+  if (waiting_receives_.empty() && arrived_count_ > 0)
+    return deliver(op, true);
+  if (state_ != state::open)
+    return complete(op, terminal_error(true), 0, true);
+  waiting_receives_.push(op);
+  auto slot = asio::get_associated_cancellation_slot(op->handler);
+  if (slot.is_connected())
+    slot.template emplace<op_canceller>(op_canceller{this, op});
+}
+
+void op_canceller::operator()(asio::cancellation_type) { impl->cancel(op); }
+
+void connection_impl::cancel(operation* op) {
+  bool removed = op->kind == op_kind::receive ? waiting_receives_.remove(op)
+                                              : (!op->posted && pending_sends_.remove(op));
+  if (removed)
+    complete(op, asio::error::operation_aborted, 0, true);
+}
+
+void connection_impl::schedule_flush() {
+  if (flush_scheduled_)
+    return;
+  flush_scheduled_ = true;
+  asio::post(ex_, [self = shared_from_this()] { self->flush(); });
+}
+
+void connection_impl::after_cq_batch(void* context) {
+  auto* self = static_cast<connection_impl*>(context);
+  if (!self->to_repost_.empty() || !self->pending_sends_.empty())
+    self->flush();
+}
+
+void connection_impl::flush() {
+  flush_scheduled_ = false;
+  if (!qp_created_)
+    return;
+  ibv_qp* qp = id_->qp;
+
+  // Receives: one chained post for every buffer freed since the last flush.
+  if (!to_repost_.empty()) {
+    if (state_ == state::closing || state_ == state::closed) {
+      to_repost_.clear();
+    } else {
+      const std::size_t n = to_repost_.size();
+      for (std::size_t k = 0; k < n; ++k) {
+        auto& slot = receive_slots_[to_repost_[k]];
+        recv_sges_[k] = {reinterpret_cast<std::uintptr_t>(receive_block_.slot(slot.index)),
+                         static_cast<std::uint32_t>(options_.max_message_size),
+                         receive_block_.mr->lkey};
+        recv_wrs_[k] = {};
+        recv_wrs_[k].wr_id = slot.wr_id();
+        recv_wrs_[k].sg_list = &recv_sges_[k];
+        recv_wrs_[k].num_sge = 1;
+        recv_wrs_[k].next = k + 1 < n ? &recv_wrs_[k + 1] : nullptr;
+      }
+      to_repost_.clear();
+      ibv_recv_wr* bad = nullptr;
+      if (int rc = ::ibv_post_recv(qp, recv_wrs_.data(), &bad)) {
+        receives_posted_ += static_cast<std::uint32_t>(bad - recv_wrs_.data());
+        return begin_close(from_returned_errno(rc));
+      }
+      receives_posted_ += static_cast<std::uint32_t>(n);
+    }
+  }
+
+  // Sends: as many queued requests as the send queue has room for, chained.
+  ibv_send_wr* first = nullptr;
+  ibv_send_wr* last = nullptr;
+  while (!pending_sends_.empty() && send_outstanding_ < options_.send_queue_depth) {
+    operation* op = pending_sends_.pop();
+    op->posted = true;
+    auto cancel_slot = asio::get_associated_cancellation_slot(op->handler);
+    if (cancel_slot.is_connected())
+      cancel_slot.clear(); // posted RC work cannot be withdrawn alone
+    prepare_send(op);
+    if (last)
+      last->next = &op->wr;
+    else
+      first = &op->wr;
+    last = &op->wr;
+    ++send_outstanding_;
+    posted_sends_.push(op);
+  }
+  if (!first)
+    return;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ::ibv_post_send(qp, first, &bad)) {
+    // Requests from `bad` on were not posted: they are the tail of posted_sends_.
+    auto ec = from_returned_errno(rc);
+    std::size_t unposted = 0;
+    for (ibv_send_wr* wr = bad; wr; wr = wr->next)
+      ++unposted;
+    posted_sends_.drop_tail(unposted, [&](operation* op) {
+      --send_outstanding_;
+      release_send_slot(op);
+      complete(op, ec, 0, true);
+    });
+    begin_close(ec);
+  }
+}
+
+void connection_impl::prepare_send(operation* op) {
+  ibv_send_wr& wr = op->wr;
+  wr = {};
+  wr.wr_id = op->wr_id();
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = op->sge;
+  op->send_slot = operation::no_slot;
+  const auto& src = op->source;
+  if (op->length == 0) {
+    wr.num_sge = 0;
+  } else if (op->length <= inline_limit_ && src.count <= max_send_sge_) {
+    // Inline: the device copies from the user's memory at post time, so no
+    // registration is needed and the buffers are free once posted.
+    for (std::size_t i = 0; i < src.count; ++i)
+      op->sge[i] = {reinterpret_cast<std::uintptr_t>(src.buffers[i].data()),
+                    static_cast<std::uint32_t>(src.buffers[i].size()), 0};
+    wr.num_sge = static_cast<int>(src.count);
+    wr.send_flags |= IBV_SEND_INLINE;
+  } else {
+    op->send_slot = free_send_slots_.back();
+    free_send_slots_.pop_back();
+    std::byte* dst = send_block_.slot(op->send_slot);
+    for (std::size_t i = 0; i < src.count; ++i) {
+      std::memcpy(dst, src.buffers[i].data(), src.buffers[i].size());
+      dst += src.buffers[i].size();
+    }
+    op->sge[0] = {reinterpret_cast<std::uintptr_t>(send_block_.slot(op->send_slot)),
+                  static_cast<std::uint32_t>(op->length), send_block_.mr->lkey};
+    wr.num_sge = 1;
+  }
+}
+
+void connection_impl::release_send_slot(operation* op) {
+  if (op->send_slot != operation::no_slot) {
+    free_send_slots_.push_back(op->send_slot);
+    op->send_slot = operation::no_slot;
+  }
+}
+
+void connection_impl::on_send_complete(completion_target* target, const ibv_wc& wc) {
+  auto* op = static_cast<operation*>(target);
+  connection_impl* self = op->owner;
+  // RC completes send-queue work in posting order.
+  self->posted_sends_.pop();
+  --self->send_outstanding_;
+  self->release_send_slot(op);
+  error_code ec;
+  if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+    ec = self->failure_ ? self->failure_ : error_code(asio::error::operation_aborted);
+  } else if (wc.status != IBV_WC_SUCCESS) {
+    ec = make_wc_error(wc.status);
+    self->begin_close(ec);
+  }
+  self->complete(op, ec, ec ? 0 : op->length, false);
+  self->maybe_finish_close();
+}
+
+void connection_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
+  auto* slot = static_cast<receive_slot*>(target);
+  connection_impl* self = slot->owner;
+  --self->receives_posted_;
+  if (wc.status == IBV_WC_SUCCESS) {
+    auto& msg = self->arrived_[(self->arrived_head_ + self->arrived_count_) % self->arrived_.size()];
+    msg.slot = slot->index;
+    msg.length = wc.byte_len;
+    ++self->arrived_count_;
+  } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
+    self->begin_close(make_wc_error(wc.status));
+  }
+  self->deliver_waiting();
+  self->maybe_finish_close();
+}
+
+void connection_impl::deliver_waiting() {
+  while (!waiting_receives_.empty() && arrived_count_ > 0)
+    deliver(waiting_receives_.pop(), false);
+  if (state_ == state::closing || state_ == state::closed)
+    fail_waiting_receives(false);
+}
+
+void connection_impl::fail_waiting_receives(bool defer) {
+  if (arrived_count_ > 0)
+    return; // messages still to deliver come first
+  while (!waiting_receives_.empty())
+    complete(waiting_receives_.pop(), terminal_error(true), 0, defer);
+}
+
+void connection_impl::deliver(operation* op, bool defer) {
+  auto& msg = arrived_[arrived_head_];
+  const auto& dst = op->destination;
+  if (msg.length > dst.total_size)
+    return complete(op, errc::buffer_too_small, 0, defer); // message stays queued
+  const std::byte* src = receive_block_.slot(msg.slot);
+  std::size_t left = msg.length;
+  for (std::size_t i = 0; i < dst.count && left > 0; ++i) {
+    std::size_t n = std::min(left, dst.buffers[i].size());
+    std::memcpy(dst.buffers[i].data(), src, n);
+    src += n;
+    left -= n;
+  }
+  const std::size_t length = msg.length;
+  to_repost_.push_back(msg.slot);
+  arrived_head_ = (arrived_head_ + 1) % arrived_.size();
+  --arrived_count_;
+  if (defer)
+    schedule_flush(); // inside the completion path the batch end flushes
+  complete(op, {}, length, defer);
+}
+
+void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, bool defer) {
+  auto handler = std::move(op->handler);
+  op_pool_.put(op);
+  if (defer)
+    asio::post(ex_, asio::append(std::move(handler), ec, bytes));
+  else
+    asio::dispatch(ex_, asio::append(std::move(handler), ec, bytes));
+}
+
+error_code connection_impl::terminal_error(bool for_receive) const {
+  if (failure_)
+    return failure_;
+  if (!for_receive)
+    return asio::error::not_connected;
+  if (closed_locally_)
+    return asio::error::operation_aborted;
+  if (peer_disconnected_ || disconnect_requested_)
+    return asio::error::eof;
+  return asio::error::not_connected;
+}
+
+// ---------------------------------------------------------------- teardown
+
+void connection_impl::disconnect(void_handler handler) {
+  if (state_ != state::open) {
+    error_code ec = peer_disconnected_ ? error_code() : error_code(asio::error::not_connected);
+    asio::post(ex_, asio::append(std::move(handler), ec));
+    return;
+  }
+  disconnect_handler_ = std::move(handler);
+  disconnect_requested_ = true;
+  auto slot = asio::get_associated_cancellation_slot(disconnect_handler_);
+  if (slot.is_connected())
+    slot.assign([this](asio::cancellation_type) {
+      complete_disconnect(asio::error::operation_aborted);
+    });
+  start_timer(true);
+  begin_close({});
+}
+
+void connection_impl::complete_disconnect(error_code ec) {
+  if (!disconnect_handler_)
+    return;
+  timer_.cancel();
+  auto handler = std::move(disconnect_handler_);
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  if (slot.is_connected())
+    slot.clear();
+  asio::post(ex_, asio::append(std::move(handler), ec));
+}
+
+void connection_impl::close() noexcept {
+  if (state_ == state::closed)
+    return;
+  if (establish_handler_)
+    return fail_establishment(asio::error::operation_aborted, true);
+  closed_locally_ = true;
+  if (state_ == state::closing) {
+    fail_waiting_receives(true);
+    return;
+  }
+  begin_close({});
+}
+
+void connection_impl::begin_close(error_code reason) {
+  if (reason && !failure_)
+    failure_ = reason;
+  if (state_ == state::closing || state_ == state::closed) {
+    fail_waiting_receives(true);
+    return;
+  }
+  const bool was_connected = state_ == state::open;
+  state_ = state::closing;
+  if (id_ && qp_created_) {
+    // rdma_disconnect moves the queue pair to the error state (flushing all
+    // posted work) and tells the peer; without a connection, do it directly.
+    if (!was_connected || ::rdma_disconnect(id_.get()) != 0) {
+      ibv_qp_attr attr{};
+      attr.qp_state = IBV_QPS_ERR;
+      ::ibv_modify_qp(id_->qp, &attr, IBV_QP_STATE);
+    }
+  }
+  // Work that was never posted completes now.
+  while (operation* op = pending_sends_.pop())
+    complete(op, failure_ ? failure_ : error_code(asio::error::operation_aborted), 0, true);
+  fail_waiting_receives(true);
+  // Some devices never flush posted receives; do not wait for them forever.
+  drain_timer_.expires_after(std::chrono::seconds(2));
+  drain_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    if (!ec && self->state_ == state::closing)
+      self->finish_close();
+  });
+  // Outstanding completions may already be in the queue.
+  if (cq_)
+    cq_->poll();
+  maybe_finish_close();
+}
+
+void connection_impl::maybe_finish_close() {
+  if (state_ == state::closing && send_outstanding_ == 0 && receives_posted_ == 0)
+    finish_close();
+}
+
+void connection_impl::finish_close() {
+  drain_timer_.cancel();
+  teardown();
+  state_ = state::closed;
+  // Destroying the queue pair withdrew whatever the device had not flushed.
+  while (operation* op = posted_sends_.pop()) {
+    --send_outstanding_;
+    release_send_slot(op);
+    complete(op, failure_ ? failure_ : error_code(asio::error::operation_aborted), 0, true);
+  }
+  fail_waiting_receives(true);
+  if (!disconnect_requested_ || peer_disconnected_)
+    complete_disconnect({});
+  auto keep = std::move(self_); // may destroy *this when the caller returns
+}
+
+void connection_impl::teardown() {
+  if (cq_) {
+    cq_->set_batch_listener({});
+    cq_->stop();
+  }
+  if (qp_created_) {
+    ::rdma_destroy_qp(id_.get());
+    qp_created_ = false;
+  }
+}
+
+// ---------------------------------------------------------------- entry points
+
+void start_send(connection_impl* impl, const const_buffer_array& buffers, size_handler handler) {
+  impl->send(buffers, std::move(handler));
+}
+
+void start_receive(connection_impl* impl, const mutable_buffer_array& buffers,
+                   size_handler handler) {
+  impl->receive(buffers, std::move(handler));
+}
+
+void start_disconnect(connection_impl* impl, void_handler handler) {
+  impl->disconnect(std::move(handler));
+}
+
+} // namespace asio_rdma::detail

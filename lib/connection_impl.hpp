@@ -1,0 +1,163 @@
+// The state behind asio_rdma::connection: queue pair, completion queue,
+// registered send and receive buffers, and the queues of operations.
+#pragma once
+
+#include "cm_channel.hpp"
+#include "completion_queue.hpp"
+#include "device.hpp"
+#include "object_pool.hpp"
+#include "operation.hpp"
+
+#include <asio_rdma/connection.hpp>
+#include <asio_rdma/connection_options.hpp>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace asio_rdma::detail {
+
+struct free_deleter {
+  void operator()(std::byte* p) const noexcept { std::free(p); }
+};
+
+/// Page-aligned memory registered with a protection domain.
+struct registered_block {
+  std::unique_ptr<std::byte, free_deleter> memory;
+  mr_ptr mr;
+  std::size_t slot_size = 0;
+
+  error_code allocate(ibv_pd* pd, std::size_t slots, std::size_t slot_size, int access);
+  std::byte* slot(std::uint32_t index) const { return memory.get() + index * slot_size; }
+};
+
+class connection_impl final : public cm_event_target,
+                              public std::enable_shared_from_this<connection_impl> {
+public:
+  connection_impl(const asio::any_io_executor& ex, const connection_options& options);
+  ~connection_impl();
+
+  // Establishment.
+  void start_connect(std::string host, std::uint16_t port, connection_handler handler);
+  void start_accept(std::shared_ptr<cm_channel> channel, cm_id_ptr id,
+                    const cm_event& request, connection_handler handler);
+
+  // Operations (see connection.hpp for their contracts).
+  void send(const const_buffer_array& buffers, size_handler handler);
+  void receive(const mutable_buffer_array& buffers, size_handler handler);
+  void disconnect(void_handler handler);
+  void close() noexcept;
+
+  void on_cm_event(const cm_event& event) override;
+
+  const asio::any_io_executor& get_executor() const { return ex_; }
+  bool is_open() const noexcept { return state_ == state::open; }
+  const connection_options& options() const { return options_; }
+  std::span<const std::byte> peer_private_data() const { return peer_private_data_; }
+  rdma_cm_id* id() const { return id_.get(); }
+  ibv_qp* qp() const { return id_ ? id_->qp : nullptr; }
+  ibv_pd* pd() const { return device_ ? device_->pd.get() : nullptr; }
+
+  /// Withdraws a queued (not yet posted) operation; called by its
+  /// cancellation slot.
+  void cancel(operation* op);
+
+private:
+  enum class state : std::uint8_t {
+    idle,
+    resolving,   // address and route resolution
+    connecting,  // rdma_connect sent
+    accepting,   // rdma_accept sent
+    open,
+    closing,     // closed locally or by the peer, or failed: draining posted work
+    closed,      // queue pair destroyed
+  };
+
+  void resolve_address(const boost::asio::ip::tcp::endpoint& destination);
+  error_code create_resources();
+  void finish_establishment(const cm_event& event);
+  void fail_establishment(error_code ec, bool defer);
+  void start_timer(bool for_disconnect);
+
+  void schedule_flush();
+  void flush();
+  void prepare_send(operation* op);
+  void release_send_slot(operation* op);
+  static void after_cq_batch(void* self);
+  static void on_send_complete(completion_target* target, const ibv_wc& wc);
+  static void on_receive_complete(completion_target* target, const ibv_wc& wc);
+  void deliver(operation* op, bool defer);
+  void deliver_waiting();
+  void fail_waiting_receives(bool defer);
+
+  /// Enters the closing state: the queue pair goes to error so that posted
+  /// work flushes; queued operations complete with the terminal error.
+  void begin_close(error_code reason);
+  void maybe_finish_close();
+  void finish_close();
+  void teardown();
+  void complete_disconnect(error_code ec);
+
+  void complete(operation* op, error_code ec, std::size_t bytes, bool defer);
+  /// What an operation gets once the connection is no longer open.
+  error_code terminal_error(bool for_receive) const;
+
+  asio::any_io_executor ex_;
+  connection_options options_;
+  state state_ = state::idle;
+
+  // Members in creation order: destroyed in reverse.
+  std::shared_ptr<cm_channel> channel_;
+  cm_id_ptr id_;
+  std::shared_ptr<device> device_;
+  std::shared_ptr<completion_queue> cq_;
+  registered_block receive_block_;
+  registered_block send_block_;
+  bool qp_created_ = false;
+
+  std::vector<receive_slot> receive_slots_;
+  struct arrived_message {
+    std::uint32_t slot;
+    std::uint32_t length;
+  };
+  std::vector<arrived_message> arrived_; // ring buffer, capacity receive_queue_depth
+  std::size_t arrived_head_ = 0;
+  std::size_t arrived_count_ = 0;
+  std::vector<std::uint32_t> to_repost_;
+  std::vector<ibv_recv_wr> recv_wrs_;
+  std::vector<ibv_sge> recv_sges_;
+  std::uint32_t receives_posted_ = 0;
+
+  std::vector<std::uint32_t> free_send_slots_;
+  std::uint32_t send_outstanding_ = 0;
+  std::uint32_t inline_limit_ = 0;
+  std::uint32_t max_send_sge_ = 1;
+
+  object_pool<operation> op_pool_;
+  intrusive_queue<operation> waiting_receives_;
+  intrusive_queue<operation> pending_sends_; // initiated, not yet posted
+  intrusive_queue<operation> posted_sends_;  // posted, in completion order
+  bool flush_scheduled_ = false;
+
+  // Why the connection left the open state (decides what queued work gets).
+  error_code failure_;       // first device / protocol error
+  bool closed_locally_ = false;
+  bool disconnect_requested_ = false;
+  bool peer_disconnected_ = false;
+
+  std::vector<std::byte> peer_private_data_;
+  connection_handler establish_handler_;
+  void_handler disconnect_handler_;
+  asio::steady_timer timer_;       // establishment and disconnect timeout
+  asio::steady_timer drain_timer_; // bound on waiting for flushes when closing
+
+  /// Keeps the implementation alive while the device may still complete work
+  /// into its memory, even after the user's connection object is gone.
+  std::shared_ptr<connection_impl> self_;
+};
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,40 @@
+// Move-only owners of verbs and rdmacm objects: a unique_ptr with a noexcept
+// deleter each. Declare them in creation order so destruction runs in reverse.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <memory>
+
+namespace asio_rdma::detail {
+
+struct pd_deleter {
+  void operator()(ibv_pd* p) const noexcept { ::ibv_dealloc_pd(p); }
+};
+struct mr_deleter {
+  void operator()(ibv_mr* p) const noexcept { ::ibv_dereg_mr(p); }
+};
+struct comp_channel_deleter {
+  void operator()(ibv_comp_channel* p) const noexcept { ::ibv_destroy_comp_channel(p); }
+};
+struct cq_deleter {
+  void operator()(ibv_cq* p) const noexcept { ::ibv_destroy_cq(p); }
+};
+struct event_channel_deleter {
+  void operator()(rdma_event_channel* p) const noexcept { ::rdma_destroy_event_channel(p); }
+};
+struct cm_id_deleter {
+  // rdma_destroy_id waits until every event reported for the id has been
+  // acknowledged; the event loop acknowledges each event before dispatching it.
+  void operator()(rdma_cm_id* p) const noexcept { ::rdma_destroy_id(p); }
+};
+
+using pd_ptr = std::unique_ptr<ibv_pd, pd_deleter>;
+using mr_ptr = std::unique_ptr<ibv_mr, mr_deleter>;
+using comp_channel_ptr = std::unique_ptr<ibv_comp_channel, comp_channel_deleter>;
+using cq_ptr = std::unique_ptr<ibv_cq, cq_deleter>;
+using event_channel_ptr = std::unique_ptr<rdma_event_channel, event_channel_deleter>;
+using cm_id_ptr = std::unique_ptr<rdma_cm_id, cm_id_deleter>;
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,41 @@
+// The state of one data operation (send, receive, ...) while it is queued or
+// posted. Pooled per connection; its address is the work request's wr_id.
+#pragma once
+
+#include "completion.hpp"
+
+#include <asio_rdma/detail/buffer_array.hpp>
+#include <asio_rdma/detail/handlers.hpp>
+
+#include <cstdint>
+
+namespace asio_rdma::detail {
+
+class connection_impl;
+
+enum class op_kind : std::uint8_t { send, receive };
+
+struct operation : completion_target {
+  static constexpr std::uint32_t no_slot = ~std::uint32_t(0);
+
+  operation* next = nullptr;
+  connection_impl* owner = nullptr;
+  op_kind kind = op_kind::send;
+  /// Posted to the send queue (no longer cancellable).
+  bool posted = false;
+  std::uint32_t send_slot = no_slot;
+  size_handler handler;
+  const_buffer_array source;       // send
+  mutable_buffer_array destination; // receive
+  std::size_t length = 0;
+  ibv_send_wr wr{};
+  ibv_sge sge[const_buffer_array::max_buffers]{};
+};
+
+/// One receive buffer kept posted by the library.
+struct receive_slot : completion_target {
+  connection_impl* owner = nullptr;
+  std::uint32_t index = 0;
+};
+
+} // namespace asio_rdma::detail
