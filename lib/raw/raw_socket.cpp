@@ -1,0 +1,323 @@
+// raw_socket's non-template members: open (backend choice), flows, the initiating functions'
+// back halves, and the batches and flow handles that lend its resources.
+#include <asio_rdma/raw_socket.hpp>
+
+#include "raw/bpf_filter.hpp"
+#include "raw/packet_backend.hpp"
+#include "raw/raw_socket_core.hpp"
+#include "raw/verbs_backend.hpp"
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <cassert>
+
+namespace asio_rdma {
+
+namespace asio = boost::asio;
+
+namespace {
+
+bool in_range(std::size_t value, std::size_t low, std::size_t high) {
+  return value >= low && value <= high;
+}
+
+error_code validate(const raw_socket_options& options) {
+  static_assert(64 <= detail::max_bpf_rules, "max_flows limit exceeds what one BPF program holds");
+  if (!in_range(options.send_buffers, 1, 65536) ||
+      !in_range(options.receive_buffers, 1, 1u << 20) ||
+      !in_range(options.max_packet_size, 64, 65536) || !in_range(options.max_flows, 1, 64))
+    return errc::invalid_option;
+  switch (options.backend) {
+  case raw_backend::automatic:
+  case raw_backend::verbs:
+  case raw_backend::packet:
+    return {};
+  }
+  return errc::invalid_option;
+}
+
+void throw_if(const error_code& ec, const char* what) {
+  if (ec)
+    throw boost::system::system_error(ec, what);
+}
+
+} // namespace
+
+// --- raw_socket ---
+
+raw_socket raw_socket::open(const executor_type& ex, std::string_view interface_name,
+                            const raw_socket_options& options) {
+  error_code ec;
+  auto socket = open(ex, interface_name, options, ec);
+  if (ec)
+    throw boost::system::system_error(ec, "raw_socket::open(" + std::string(interface_name) + ")");
+  return socket;
+}
+
+raw_socket raw_socket::open(const executor_type& ex, std::string_view interface_name,
+                            const raw_socket_options& options, error_code& ec) {
+  try {
+    if ((ec = validate(options)))
+      return raw_socket();
+    auto interface = detail::lookup_interface(interface_name, ec);
+    if (ec)
+      return raw_socket();
+    auto groups = std::make_unique<detail::multicast_groups>(interface.index, ec);
+    if (ec)
+      return raw_socket();
+    std::unique_ptr<detail::backend> backend;
+    if (options.backend != raw_backend::packet)
+      backend = detail::open_verbs_backend(interface, options, ec);
+    if (!backend && options.backend != raw_backend::verbs)
+      backend = detail::packet_backend::open(interface, options, ec);
+    if (!backend)
+      return raw_socket();
+    auto core = std::make_shared<detail::raw_socket_core>(ex, std::move(interface),
+                                                          std::move(backend), std::move(groups));
+    if ((ec = core->start()))
+      return raw_socket();
+    return raw_socket(ex, std::move(core));
+  } catch (const std::bad_alloc&) {
+    ec = error_code(ENOMEM, boost::system::system_category());
+    return raw_socket();
+  }
+}
+
+raw_socket::raw_socket() noexcept = default;
+
+raw_socket::raw_socket(executor_type ex, std::shared_ptr<detail::raw_socket_core> core) noexcept
+    : executor_(std::move(ex)), core_(std::move(core)) {}
+
+raw_socket::raw_socket(raw_socket&& other) noexcept
+    : executor_(other.executor_), core_(std::move(other.core_)) {}
+
+raw_socket& raw_socket::operator=(raw_socket&& other) noexcept {
+  if (this != &other) {
+    close();
+    executor_ = other.executor_;
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+
+raw_socket::~raw_socket() {
+  close();
+}
+
+bool raw_socket::is_open() const noexcept {
+  return core_ && core_->is_open();
+}
+
+const detail::raw_socket_core& raw_socket::core() const {
+  if (!core_)
+    throw boost::system::system_error(asio::error::bad_descriptor, "raw_socket is closed");
+  return *core_;
+}
+
+const raw_caps& raw_socket::caps() const {
+  return core().caps();
+}
+
+raw_statistics raw_socket::statistics() const {
+  core();
+  return core_->statistics();
+}
+
+mac_address raw_socket::interface_mac() const {
+  return core().interface().mac;
+}
+const std::string& raw_socket::interface_name() const {
+  return core().interface().name;
+}
+unsigned raw_socket::interface_index() const {
+  return core().interface().index;
+}
+
+void raw_socket::close() noexcept {
+  if (!core_)
+    return;
+  // Lent batches keep the buffers valid, but the rule is that none outlives the socket.
+  assert(core_->lent() == 0 && "raw_socket destroyed or closed while batches are still lent");
+  core_->close();
+  core_.reset();
+}
+
+void raw_socket::cancel() noexcept {
+  if (core_)
+    core_->cancel();
+}
+
+flow_handle raw_socket::add_flow(const flow_rule& rule) {
+  error_code ec;
+  auto handle = add_flow(rule, ec);
+  throw_if(ec, ("raw_socket::add_flow(" + to_string(rule) + ")").c_str());
+  return handle;
+}
+
+flow_handle raw_socket::add_flow(const flow_rule& rule, error_code& ec) {
+  if (!core_) {
+    ec = asio::error::bad_descriptor;
+    return {};
+  }
+  return core_->add_flow(rule, ec);
+}
+
+void raw_socket::set_flow(std::size_t index, const flow_rule& rule) {
+  error_code ec;
+  set_flow(index, rule, ec);
+  throw_if(
+      ec, ("raw_socket::set_flow(" + std::to_string(index) + ", " + to_string(rule) + ")").c_str());
+}
+
+void raw_socket::set_flow(std::size_t index, const flow_rule& rule, error_code& ec) {
+  if (!core_) {
+    ec = asio::error::bad_descriptor;
+    return;
+  }
+  core_->set_flow(index, rule, ec);
+}
+
+void raw_socket::clear_flow(std::size_t index) {
+  error_code ec;
+  clear_flow(index, ec);
+  throw_if(ec, "raw_socket::clear_flow");
+}
+
+void raw_socket::clear_flow(std::size_t index, error_code& ec) {
+  if (!core_) {
+    ec = asio::error::bad_descriptor;
+    return;
+  }
+  core_->clear_flow(index, ec);
+}
+
+namespace {
+// An operation on a closed socket still completes through the executor, never inline. A
+// default-constructed socket has no executor to complete on: that is a usage error.
+template <typename Handler, typename... Args>
+void post_closed(const asio::any_io_executor& ex, Handler handler, Args&&... args) {
+  if (!ex)
+    throw boost::system::system_error(asio::error::bad_descriptor,
+                                      "raw_socket: operation on a socket that was never opened");
+  asio::post(ex, asio::append(std::move(handler), error_code(asio::error::bad_descriptor),
+                              std::forward<Args>(args)...));
+}
+} // namespace
+
+void raw_socket::start_receive(std::size_t max_packets, std::chrono::nanoseconds timeout,
+                               receive_handler handler) {
+  if (!core_)
+    return post_closed(executor_, std::move(handler), receive_batch());
+  core_->start_receive(max_packets, timeout, std::move(handler));
+}
+
+void raw_socket::start_acquire(std::size_t n, acquire_handler handler) {
+  if (!core_)
+    return post_closed(executor_, std::move(handler), send_batch());
+  core_->start_acquire(n, std::move(handler));
+}
+
+void raw_socket::start_send(send_batch batch, send_handler handler) {
+  if (!core_)
+    return post_closed(executor_, std::move(handler));
+  core_->start_send(std::move(batch), std::move(handler));
+}
+
+void raw_socket::start_flush(send_handler handler) {
+  if (!core_)
+    return post_closed(executor_, std::move(handler));
+  core_->start_flush(std::move(handler));
+}
+
+// --- receive_batch ---
+
+receive_batch& receive_batch::operator=(receive_batch&& other) noexcept {
+  if (this != &other) {
+    release();
+    owner_ = std::move(other.owner_);
+    packets_ = std::move(other.packets_);
+    other.packets_.clear();
+  }
+  return *this;
+}
+
+void receive_batch::release() noexcept {
+  if (owner_)
+    owner_->release_received(packets_);
+  packets_.clear();
+  owner_.reset();
+}
+
+// --- send_batch ---
+
+send_batch& send_batch::operator=(send_batch&& other) noexcept {
+  if (this != &other) {
+    release();
+    owner_ = std::move(other.owner_);
+    packets_ = std::move(other.packets_);
+    other.packets_.clear();
+  }
+  return *this;
+}
+
+void send_batch::truncate(std::size_t n) noexcept {
+  if (n >= packets_.size())
+    return;
+  if (owner_)
+    owner_->return_send_buffers(std::span<const send_packet>(packets_).subspan(n));
+  packets_.resize(n);
+}
+
+void send_batch::release() noexcept {
+  truncate(0);
+  owner_.reset();
+}
+
+// --- flow_handle ---
+
+flow_handle::flow_handle(flow_handle&& other) noexcept
+    : owner_(std::move(other.owner_)), index_(other.index_), generation_(other.generation_) {
+  other.owner_.reset();
+}
+
+flow_handle& flow_handle::operator=(flow_handle&& other) noexcept {
+  if (this != &other) {
+    error_code ignored;
+    remove(ignored);
+    owner_ = std::move(other.owner_);
+    index_ = other.index_;
+    generation_ = other.generation_;
+    other.owner_.reset();
+  }
+  return *this;
+}
+
+flow_handle::~flow_handle() {
+  error_code ignored; // a destructor cannot report; remove(ec) can
+  remove(ignored);
+}
+
+bool flow_handle::active() const noexcept {
+  auto owner = owner_.lock();
+  return owner && owner->owns_flow(index_, generation_);
+}
+
+void flow_handle::remove(error_code& ec) noexcept {
+  ec = {};
+  if (auto owner = owner_.lock(); owner && owner->owns_flow(index_, generation_)) {
+    owner->clear_flow(index_, ec);
+    if (ec)
+      return; // still installed: the handle keeps it
+  }
+  owner_.reset();
+}
+
+void flow_handle::remove() {
+  error_code ec;
+  remove(ec);
+  throw_if(ec, "flow_handle::remove");
+}
+
+} // namespace asio_rdma

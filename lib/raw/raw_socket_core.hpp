@@ -1,0 +1,138 @@
+// The state behind a raw_socket: the backend, the Asio objects that wait on its descriptors,
+// the outstanding operations (at most one of each kind), the flow slots and the lending
+// accounts. Shared with the batches it lends, so their buffers stay valid after the socket
+// closes; every wait handler holds it too, so it outlives its pending waits.
+#pragma once
+
+#include "raw/backend.hpp"
+#include "raw/interface_info.hpp"
+#include "raw/multicast_groups.hpp"
+
+#include <asio_rdma/raw_socket.hpp>
+
+#include <boost/asio/any_completion_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace asio_rdma::detail {
+
+/// One outstanding operation's handler and the work it keeps alive on its executor.
+template <typename Signature> struct pending_operation {
+  boost::asio::any_completion_handler<Signature> handler;
+  boost::asio::any_completion_executor work;
+  std::uint64_t generation = 0;
+  bool active = false;
+  bool cancel_requested = false;
+};
+
+class raw_socket_core : public std::enable_shared_from_this<raw_socket_core> {
+public:
+  using receive_handler = boost::asio::any_completion_handler<void(error_code, receive_batch)>;
+  using acquire_handler = boost::asio::any_completion_handler<void(error_code, send_batch)>;
+  using send_handler = boost::asio::any_completion_handler<void(error_code)>;
+
+  raw_socket_core(boost::asio::any_io_executor ex, interface_info interface,
+                  std::unique_ptr<backend> backend, std::unique_ptr<multicast_groups> groups);
+  ~raw_socket_core();
+  raw_socket_core(const raw_socket_core&) = delete;
+  raw_socket_core& operator=(const raw_socket_core&) = delete;
+
+  /// Registers the backend's descriptors with the executor's reactor.
+  error_code start();
+
+  const raw_caps& caps() const noexcept { return backend_->caps(); }
+  raw_statistics statistics() noexcept { return backend_->statistics(); }
+  const interface_info& interface() const noexcept { return interface_; }
+  std::size_t lent() const noexcept { return lent_received_ + lent_send_; }
+  bool is_open() const noexcept { return !closed_; }
+
+  void close() noexcept;
+  void cancel() noexcept;
+
+  // Flow slots.
+  flow_handle add_flow(const flow_rule& rule, error_code& ec);
+  std::uint64_t set_flow(std::size_t index, const flow_rule& rule, error_code& ec);
+  void clear_flow(std::size_t index, error_code& ec) noexcept;
+  bool owns_flow(std::size_t index, std::uint64_t generation) const noexcept;
+
+  // Operations (called from raw_socket's initiating functions).
+  void start_receive(std::size_t max_packets, std::chrono::nanoseconds timeout,
+                     receive_handler handler);
+  void start_acquire(std::size_t n, acquire_handler handler);
+  void start_send(send_batch batch, send_handler handler);
+  void start_flush(send_handler handler);
+
+  // Lending (called by the batches).
+  void release_received(std::vector<received_packet>& packets) noexcept;
+  void return_send_buffers(std::span<const send_packet> packets) noexcept;
+
+private:
+  enum class operation_kind { receive, acquire, send, flush };
+
+  template <typename Signature>
+  void begin(pending_operation<Signature>& op, boost::asio::any_completion_handler<Signature> h,
+             operation_kind kind);
+  template <typename Signature, typename... Args>
+  void finish(pending_operation<Signature>& op, bool post, Args&&... args);
+  void request_cancel(operation_kind kind) noexcept;
+  boost::asio::posix::stream_descriptor* descriptor_for(int fd) noexcept;
+  void wait(const wait_plan& plan, boost::asio::cancellation_signal& signal,
+            boost::asio::steady_timer& timer,
+            void (raw_socket_core::*on_ready)(std::uint64_t, bool, error_code),
+            std::uint64_t generation);
+
+  void receive_step(std::uint64_t generation);
+  void on_receive_wait(std::uint64_t generation, bool from_fd, error_code ec);
+  void on_receive_deadline(std::uint64_t generation, error_code ec);
+  void finish_receive(error_code ec, std::size_t n, bool post = false);
+
+  void tx_step();
+  void on_tx_wait(std::uint64_t, bool from_fd, error_code ec);
+  void finish_acquire(error_code ec, std::size_t n, bool post = false);
+  void finish_send(error_code ec, bool post = false);
+  void finish_flush(error_code ec, bool post = false);
+  void fail_tx(error_code ec);
+
+  boost::asio::any_io_executor executor_;
+  interface_info interface_;
+  std::unique_ptr<multicast_groups> groups_;
+  std::unique_ptr<backend> backend_;
+  std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> descriptors_;
+  boost::asio::steady_timer receive_deadline_;
+  boost::asio::steady_timer receive_timer_;
+  boost::asio::steady_timer tx_timer_;
+  boost::asio::cancellation_signal receive_wait_signal_;
+  boost::asio::cancellation_signal tx_wait_signal_;
+  bool closed_ = false;
+
+  pending_operation<void(error_code, receive_batch)> receive_;
+  std::size_t receive_max_ = 0;
+  bool receive_poll_only_ = false;
+  std::vector<received_packet> receive_storage_; // recycled through the batches
+
+  pending_operation<void(error_code, send_batch)> acquire_;
+  std::size_t acquire_count_ = 0;
+  std::vector<send_packet> acquire_storage_; // recycled through the batches
+  pending_operation<void(error_code)> send_;
+  std::vector<send_packet> send_packets_;
+  std::size_t send_next_ = 0;
+  pending_operation<void(error_code)> flush_;
+  bool tx_waiting_ = false;
+  error_code tx_error_; // a failed send completion, for the next send or flush
+
+  std::size_t lent_received_ = 0;
+  std::size_t lent_send_ = 0;
+
+  struct flow_slot {
+    std::optional<flow_rule> rule;
+    std::uint64_t generation = 0;
+  };
+  std::vector<flow_slot> slots_;
+};
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,512 @@
+#include "raw/verbs_backend.hpp"
+
+#include "raw/verbs_device.hpp"
+#include "raw/verbs_flow.hpp"
+#include "verbs_error.hpp"
+
+#include <infiniband/verbs.h>
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+namespace asio_rdma::detail {
+namespace {
+
+// Owning handles; a null handle is never passed to its destroy function.
+struct context_deleter {
+  void operator()(ibv_context* p) const noexcept { ibv_close_device(p); }
+};
+struct pd_deleter {
+  void operator()(ibv_pd* p) const noexcept { ibv_dealloc_pd(p); }
+};
+struct channel_deleter {
+  void operator()(ibv_comp_channel* p) const noexcept { ibv_destroy_comp_channel(p); }
+};
+struct qp_deleter {
+  void operator()(ibv_qp* p) const noexcept { ibv_destroy_qp(p); }
+};
+struct mr_deleter {
+  void operator()(ibv_mr* p) const noexcept { ibv_dereg_mr(p); }
+};
+struct flow_deleter {
+  void operator()(ibv_flow* p) const noexcept { ibv_destroy_flow(p); }
+};
+struct free_deleter {
+  void operator()(std::byte* p) const noexcept { std::free(p); }
+};
+struct device_list_deleter {
+  void operator()(ibv_device** p) const noexcept { ibv_free_device_list(p); }
+};
+
+// A CQ with its unacknowledged event count: every event is acknowledged before destruction.
+class completion_queue {
+public:
+  completion_queue() = default;
+  completion_queue(const completion_queue&) = delete;
+  completion_queue& operator=(const completion_queue&) = delete;
+  ~completion_queue() { reset(); }
+
+  error_code create(ibv_context* context, int entries, ibv_comp_channel* channel) noexcept {
+    cq_ = ibv_create_cq(context, entries, nullptr, channel, 0);
+    return cq_ ? error_code() : from_errno();
+  }
+  ibv_cq* get() const noexcept { return cq_; }
+  void event_received() noexcept {
+    if (++unacked_ >= 64) {
+      ibv_ack_cq_events(cq_, unacked_);
+      unacked_ = 0;
+    }
+  }
+  void reset() noexcept {
+    if (!cq_)
+      return;
+    if (unacked_)
+      ibv_ack_cq_events(cq_, unacked_);
+    ibv_destroy_cq(cq_);
+    cq_ = nullptr;
+    unacked_ = 0;
+  }
+
+private:
+  ibv_cq* cq_ = nullptr;
+  unsigned unacked_ = 0;
+};
+
+bool means_unsupported(int error) {
+  return error == EOPNOTSUPP || error == ENOSYS || error == EPROTONOSUPPORT || error == EINVAL ||
+         error == EPERM || error == EACCES;
+}
+
+error_code set_nonblocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
+    return from_errno();
+  return {};
+}
+
+class verbs_backend final : public backend {
+public:
+  error_code setup(const interface_info& interface, const raw_socket_options& options);
+  ~verbs_backend() override { shutdown(); }
+
+  const raw_caps& caps() const noexcept override { return caps_; }
+  raw_statistics statistics() noexcept override { return statistics_; }
+  int receive_fd() const noexcept override { return receive_channel_ ? receive_channel_->fd : -1; }
+  int send_fd() const noexcept override { return send_channel_ ? send_channel_->fd : -1; }
+
+  std::size_t poll_receive(std::span<received_packet> out, error_code& ec) noexcept override;
+  wait_plan receive_wait_plan(error_code& ec) noexcept override;
+  void on_receive_ready() noexcept override;
+  void release(std::span<const received_packet> packets) noexcept override;
+
+  std::size_t acquire(std::span<send_packet> out) noexcept override;
+  void give_back(std::span<const send_packet> packets) noexcept override;
+  std::size_t post(std::span<const send_packet> packets, error_code& ec) noexcept override;
+  bool poll_sent(error_code& ec) noexcept override;
+  wait_plan send_wait_plan(bool blocked, bool flushing, error_code& ec) noexcept override;
+  void on_send_ready() noexcept override;
+
+  error_code set_flow(std::size_t index, const flow_rule& rule) noexcept override;
+  error_code clear_flow(std::size_t index) noexcept override;
+  void shutdown() noexcept override;
+
+private:
+  std::byte* buffer(std::uint32_t id) const noexcept {
+    return memory_.get() + std::size_t{id} * caps_.max_packet_size;
+  }
+  static void consume_event(ibv_comp_channel* channel, completion_queue& cq, bool& armed) noexcept;
+
+  raw_caps caps_;
+  std::uint8_t port_ = 1;
+  std::uint32_t receive_count_ = 0;
+
+  // Declared in creation order: destroyed in reverse.
+  std::unique_ptr<ibv_context, context_deleter> context_;
+  std::unique_ptr<ibv_pd, pd_deleter> pd_;
+  std::unique_ptr<ibv_comp_channel, channel_deleter> receive_channel_;
+  std::unique_ptr<ibv_comp_channel, channel_deleter> send_channel_;
+  completion_queue receive_cq_;
+  completion_queue send_cq_;
+  std::unique_ptr<ibv_qp, qp_deleter> qp_;
+  std::unique_ptr<std::byte, free_deleter> memory_; // receive buffers, then send buffers
+  std::unique_ptr<ibv_mr, mr_deleter> mr_;
+  std::vector<std::unique_ptr<ibv_flow, flow_deleter>> flows_;
+
+  // Work requests prepared once per buffer; posting only links and sets lengths.
+  std::vector<ibv_sge> receive_sges_;
+  std::vector<ibv_recv_wr> receive_wrs_;
+  std::vector<ibv_sge> send_sges_;
+  std::vector<ibv_send_wr> send_wrs_;
+  std::vector<ibv_wc> completions_;
+  std::vector<std::uint32_t> free_send_;
+  std::size_t in_flight_ = 0;
+  bool receive_armed_ = false;
+  bool send_armed_ = false;
+  error_code receive_error_; // a failed re-post, reported by the next poll_receive
+  error_code send_error_;    // a failed send completion, reported by the next poll_sent
+  raw_statistics statistics_;
+};
+
+error_code verbs_backend::setup(const interface_info& interface,
+                                const raw_socket_options& options) {
+  caps_.backend = raw_backend::verbs;
+  caps_.steals_matching_packets = true;
+  caps_.receive_timestamps = false;
+  caps_.vlan_tag_in_data = true;
+  caps_.send_buffers = options.send_buffers;
+  caps_.receive_buffers = options.receive_buffers;
+  caps_.max_packet_size = options.max_packet_size;
+  caps_.max_flows = options.max_flows;
+  flows_.resize(options.max_flows);
+
+  int count = 0;
+  std::unique_ptr<ibv_device*, device_list_deleter> devices(ibv_get_device_list(&count));
+  if (!devices || count == 0)
+    return errc::no_device;
+  ibv_device* device = find_verbs_device(devices.get(), interface.name, port_);
+  if (!device)
+    return errc::no_device;
+
+  context_.reset(ibv_open_device(device));
+  if (!context_)
+    return from_errno();
+  ibv_port_attr port_attr{};
+  if (int ret = ibv_query_port(context_.get(), port_, &port_attr))
+    return from_returned_errno(ret);
+  if (port_attr.link_layer != IBV_LINK_LAYER_ETHERNET)
+    return errc::raw_packet_unsupported;
+  ibv_device_attr_ex device_attr{};
+  if (ibv_query_device_ex(context_.get(), nullptr, &device_attr) == 0)
+    caps_.checksum_offload = (device_attr.raw_packet_caps & IBV_RAW_PACKET_CAP_IP_CSUM) != 0;
+
+  pd_.reset(ibv_alloc_pd(context_.get()));
+  if (!pd_)
+    return from_errno();
+  receive_channel_.reset(ibv_create_comp_channel(context_.get()));
+  if (!receive_channel_)
+    return from_errno();
+  send_channel_.reset(ibv_create_comp_channel(context_.get()));
+  if (!send_channel_)
+    return from_errno();
+  if (auto ec = set_nonblocking(receive_channel_->fd))
+    return ec;
+  if (auto ec = set_nonblocking(send_channel_->fd))
+    return ec;
+  if (auto ec = receive_cq_.create(context_.get(), static_cast<int>(options.receive_buffers),
+                                   receive_channel_.get()))
+    return ec;
+  if (auto ec = send_cq_.create(context_.get(), static_cast<int>(options.send_buffers),
+                                send_channel_.get()))
+    return ec;
+
+  ibv_qp_init_attr qp_attr{};
+  qp_attr.send_cq = send_cq_.get();
+  qp_attr.recv_cq = receive_cq_.get();
+  qp_attr.cap.max_send_wr = static_cast<std::uint32_t>(options.send_buffers);
+  qp_attr.cap.max_recv_wr = static_cast<std::uint32_t>(options.receive_buffers);
+  qp_attr.cap.max_send_sge = 1;
+  qp_attr.cap.max_recv_sge = 1;
+  qp_attr.qp_type = IBV_QPT_RAW_PACKET;
+  qp_attr.sq_sig_all = 1; // every send completes: buffers come back one by one
+  qp_.reset(ibv_create_qp(pd_.get(), &qp_attr));
+  if (!qp_) {
+    const int error = errno;
+    return means_unsupported(error) ? error_code(errc::raw_packet_unsupported) : from_errno();
+  }
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.port_num = port_;
+  if (int ret = ibv_modify_qp(qp_.get(), &attr, IBV_QP_STATE | IBV_QP_PORT))
+    return from_returned_errno(ret);
+  attr = {};
+  attr.qp_state = IBV_QPS_RTR;
+  if (int ret = ibv_modify_qp(qp_.get(), &attr, IBV_QP_STATE))
+    return from_returned_errno(ret);
+  attr = {};
+  attr.qp_state = IBV_QPS_RTS;
+  if (int ret = ibv_modify_qp(qp_.get(), &attr, IBV_QP_STATE))
+    return from_returned_errno(ret);
+
+  // Registered once, for the socket's lifetime.
+  receive_count_ = static_cast<std::uint32_t>(options.receive_buffers);
+  const std::size_t total = options.receive_buffers + options.send_buffers;
+  const std::size_t bytes = (total * options.max_packet_size + 4095) / 4096 * 4096;
+  memory_.reset(static_cast<std::byte*>(std::aligned_alloc(4096, bytes)));
+  if (!memory_)
+    return error_code(ENOMEM, boost::system::system_category());
+  mr_.reset(ibv_reg_mr(pd_.get(), memory_.get(), bytes, IBV_ACCESS_LOCAL_WRITE));
+  if (!mr_)
+    return from_errno();
+
+  receive_sges_.resize(options.receive_buffers);
+  receive_wrs_.resize(options.receive_buffers);
+  for (std::uint32_t i = 0; i < receive_count_; ++i) {
+    receive_sges_[i] = {reinterpret_cast<std::uint64_t>(buffer(i)),
+                        static_cast<std::uint32_t>(options.max_packet_size), mr_->lkey};
+    receive_wrs_[i] = {};
+    receive_wrs_[i].wr_id = i;
+    receive_wrs_[i].sg_list = &receive_sges_[i];
+    receive_wrs_[i].num_sge = 1;
+    receive_wrs_[i].next = i + 1 < receive_count_ ? &receive_wrs_[i + 1] : nullptr;
+  }
+  ibv_recv_wr* bad = nullptr;
+  if (int ret = ibv_post_recv(qp_.get(), &receive_wrs_[0], &bad))
+    return from_returned_errno(ret);
+
+  send_sges_.resize(options.send_buffers);
+  send_wrs_.resize(options.send_buffers);
+  free_send_.resize(options.send_buffers);
+  for (std::uint32_t i = 0; i < options.send_buffers; ++i) {
+    const std::uint32_t id = receive_count_ + i;
+    send_sges_[i] = {reinterpret_cast<std::uint64_t>(buffer(id)), 0, mr_->lkey};
+    send_wrs_[i] = {};
+    send_wrs_[i].wr_id = id;
+    send_wrs_[i].sg_list = &send_sges_[i];
+    send_wrs_[i].num_sge = 1;
+    send_wrs_[i].opcode = IBV_WR_SEND;
+    send_wrs_[i].send_flags = IBV_SEND_SIGNALED;
+    free_send_[i] = static_cast<std::uint32_t>(id);
+  }
+  completions_.resize(std::max<std::size_t>(16, std::min<std::size_t>(256, total)));
+  return {};
+}
+
+void verbs_backend::shutdown() noexcept {
+  flows_.clear();
+  qp_.reset();
+  receive_cq_.reset();
+  send_cq_.reset();
+  receive_channel_.reset();
+  send_channel_.reset();
+  mr_.reset();
+  pd_.reset();
+  context_.reset();
+  // memory_ stays: lent packets may still point into it.
+}
+
+std::size_t verbs_backend::poll_receive(std::span<received_packet> out, error_code& ec) noexcept {
+  ec = std::exchange(receive_error_, {});
+  if (ec)
+    return 0;
+  if (!qp_) {
+    ec = boost::asio::error::bad_descriptor;
+    return 0;
+  }
+  std::size_t n = 0;
+  ibv_recv_wr* repost = nullptr; // failed completions: their buffers go straight back
+  while (n < out.size()) {
+    const int want = static_cast<int>(std::min(out.size() - n, completions_.size()));
+    const int got = ibv_poll_cq(receive_cq_.get(), want, completions_.data());
+    if (got < 0) {
+      ec = from_negative_count(got);
+      break;
+    }
+    for (int i = 0; i < got; ++i) {
+      const ibv_wc& wc = completions_[i];
+      const auto id = static_cast<std::uint32_t>(wc.wr_id);
+      if (wc.status != IBV_WC_SUCCESS) {
+        if (n == 0 && !ec)
+          ec = make_wc_error(wc.status);
+        receive_wrs_[id].next = repost;
+        repost = &receive_wrs_[id];
+        continue;
+      }
+      received_packet& packet = out[n++];
+      std::byte* data = buffer(id);
+      packet.data = std::span<std::byte>(data, wc.byte_len);
+      packet.wire_length = wc.byte_len;
+      packet.timestamp = {};
+      // The tag stays in the data; report it like the packet backend does.
+      if (wc.byte_len >= 18 && data[12] == std::byte{0x81} && data[13] == std::byte{0x00})
+        packet.vlan_tci = static_cast<std::uint16_t>(std::to_integer<unsigned>(data[14]) << 8 |
+                                                     std::to_integer<unsigned>(data[15]));
+      else
+        packet.vlan_tci.reset();
+      packet.buffer_id = id;
+    }
+    if (got < want)
+      break;
+  }
+  if (repost) {
+    ibv_recv_wr* bad = nullptr;
+    if (int ret = ibv_post_recv(qp_.get(), repost, &bad))
+      receive_error_ = from_returned_errno(ret);
+  }
+  if (n > 0)
+    ec = {};
+  statistics_.received += n;
+  return n;
+}
+
+wait_plan verbs_backend::receive_wait_plan(error_code& ec) noexcept {
+  ec = {};
+  if (!receive_armed_) {
+    // Arm, then the caller polls once more: a completion that arrived before the arming
+    // raises no event.
+    if (int ret = ibv_req_notify_cq(receive_cq_.get(), 0)) {
+      ec = from_returned_errno(ret);
+      return {};
+    }
+    receive_armed_ = true;
+    return {wait_plan::retry, -1, {}};
+  }
+  return {wait_plan::readable, receive_channel_->fd, {}};
+}
+
+void verbs_backend::consume_event(ibv_comp_channel* channel, completion_queue& cq,
+                                  bool& armed) noexcept {
+  ibv_cq* event_cq = nullptr;
+  void* context = nullptr;
+  while (ibv_get_cq_event(channel, &event_cq, &context) == 0) {
+    cq.event_received();
+    armed = false;
+  }
+}
+
+void verbs_backend::on_receive_ready() noexcept {
+  if (receive_channel_)
+    consume_event(receive_channel_.get(), receive_cq_, receive_armed_);
+}
+
+void verbs_backend::release(std::span<const received_packet> packets) noexcept {
+  if (!qp_ || packets.empty())
+    return;
+  for (std::size_t i = 0; i < packets.size(); ++i)
+    receive_wrs_[packets[i].buffer_id].next =
+        i + 1 < packets.size() ? &receive_wrs_[packets[i + 1].buffer_id] : nullptr;
+  ibv_recv_wr* bad = nullptr;
+  if (int ret = ibv_post_recv(qp_.get(), &receive_wrs_[packets[0].buffer_id], &bad))
+    receive_error_ = from_returned_errno(ret);
+}
+
+std::size_t verbs_backend::acquire(std::span<send_packet> out) noexcept {
+  const std::size_t n = std::min(out.size(), free_send_.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t id = free_send_.back();
+    free_send_.pop_back();
+    out[i] = {std::span<std::byte>(buffer(id), caps_.max_packet_size), 0, id};
+  }
+  return n;
+}
+
+void verbs_backend::give_back(std::span<const send_packet> packets) noexcept {
+  for (const auto& packet : packets)
+    free_send_.push_back(packet.buffer_id);
+}
+
+std::size_t verbs_backend::post(std::span<const send_packet> packets, error_code& ec) noexcept {
+  ec = {};
+  if (!qp_) {
+    ec = boost::asio::error::bad_descriptor;
+    return 0;
+  }
+  if (packets.empty())
+    return 0;
+  auto wr = [this](std::uint32_t id) -> ibv_send_wr& { return send_wrs_[id - receive_count_]; };
+  for (std::size_t i = 0; i < packets.size(); ++i) {
+    ibv_send_wr& request = wr(packets[i].buffer_id);
+    request.sg_list->length = static_cast<std::uint32_t>(packets[i].length);
+    request.next = i + 1 < packets.size() ? &wr(packets[i + 1].buffer_id) : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  std::size_t posted = packets.size();
+  if (int ret = ibv_post_send(qp_.get(), &wr(packets[0].buffer_id), &bad)) {
+    ec = from_returned_errno(ret);
+    posted = 0;
+    for (std::size_t i = 0; i < packets.size() && &wr(packets[i].buffer_id) != bad; ++i)
+      posted = i + 1;
+    // The unposted ones stay with the caller, who gives them back.
+  }
+  in_flight_ += posted;
+  statistics_.sent += posted;
+  return posted;
+}
+
+bool verbs_backend::poll_sent(error_code& ec) noexcept {
+  ec = std::exchange(send_error_, {});
+  if (!qp_)
+    return true;
+  for (;;) {
+    const int got =
+        ibv_poll_cq(send_cq_.get(), static_cast<int>(completions_.size()), completions_.data());
+    if (got < 0) {
+      ec = from_negative_count(got);
+      break;
+    }
+    for (int i = 0; i < got; ++i) {
+      const ibv_wc& wc = completions_[i];
+      free_send_.push_back(static_cast<std::uint32_t>(wc.wr_id));
+      --in_flight_;
+      if (wc.status != IBV_WC_SUCCESS && !ec)
+        ec = make_wc_error(wc.status);
+    }
+    if (got < static_cast<int>(completions_.size()))
+      break;
+  }
+  return in_flight_ == 0;
+}
+
+wait_plan verbs_backend::send_wait_plan(bool blocked, bool flushing, error_code& ec) noexcept {
+  ec = {};
+  if (in_flight_ == 0 || !(blocked || flushing))
+    return {};
+  if (!send_armed_) {
+    if (int ret = ibv_req_notify_cq(send_cq_.get(), 0)) {
+      ec = from_returned_errno(ret);
+      return {};
+    }
+    send_armed_ = true;
+    return {wait_plan::retry, -1, {}};
+  }
+  return {wait_plan::readable, send_channel_->fd, {}};
+}
+
+void verbs_backend::on_send_ready() noexcept {
+  if (send_channel_)
+    consume_event(send_channel_.get(), send_cq_, send_armed_);
+}
+
+error_code verbs_backend::set_flow(std::size_t index, const flow_rule& rule) noexcept {
+  if (!qp_)
+    return boost::asio::error::bad_descriptor;
+  try {
+    auto attr = build_verbs_flow(rule, port_);
+    std::unique_ptr<ibv_flow, flow_deleter> flow(ibv_create_flow(qp_.get(), attr.get()));
+    if (!flow) {
+      const int error = errno;
+      return error == EOPNOTSUPP || error == ENOSYS ? error_code(errc::raw_packet_unsupported)
+                                                    : from_errno();
+    }
+    flows_[index] = std::move(flow); // the old rule goes after the new one is in place
+    return {};
+  } catch (const std::bad_alloc&) {
+    return error_code(ENOMEM, boost::system::system_category());
+  }
+}
+
+error_code verbs_backend::clear_flow(std::size_t index) noexcept {
+  if (!qp_)
+    return boost::asio::error::bad_descriptor;
+  if (flows_[index]) {
+    if (int ret = ibv_destroy_flow(flows_[index].get()))
+      return from_returned_errno(ret);
+    (void)flows_[index].release();
+  }
+  return {};
+}
+
+} // namespace
+
+std::unique_ptr<backend> open_verbs_backend(const interface_info& interface,
+                                            const raw_socket_options& options, error_code& ec) {
+  auto self = std::make_unique<verbs_backend>();
+  ec = self->setup(interface, options);
+  if (ec)
+    return nullptr;
+  return self;
+}
+
+} // namespace asio_rdma::detail
