@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +37,8 @@ mac_address parse_mac_address(std::string_view text);
 
 /// Formats as "01:80:c2:00:00:00".
 std::string to_string(const mac_address& mac);
+/// Writes to_string(mac).
+std::ostream& operator<<(std::ostream& out, const mac_address& mac);
 
 /// Parses strict dotted-quad IPv4 ("192.0.2.1": four decimal parts 0..255, no leading '+',
 /// no shorthand forms). Sets `ec` to errc::invalid_option on bad text.
@@ -93,5 +96,7 @@ flow_rule normalize(const flow_rule& rule, error_code& ec) noexcept;
 /// A human-readable form such as "dst_mac=01:80:c2:00:00:00 vlan=5 udp dst_port=4791", for
 /// logs and error messages ("any" for the empty rule).
 std::string to_string(const flow_rule& rule);
+/// Writes to_string(rule).
+std::ostream& operator<<(std::ostream& out, const flow_rule& rule);
 
 } // namespace asio_rdma

@@ -301,12 +301,12 @@ public:
   /// lost. max_packets == 0: errc::invalid_option.
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_receive(std::size_t max_packets, std::chrono::nanoseconds timeout,
-                     CompletionToken&& token = boost::asio::deferred);
+                     CompletionToken&& token = boost::asio::deferred_t());
 
   /// async_receive without a time limit.
   template <typename CompletionToken = boost::asio::deferred_t>
   requires(!std::is_convertible_v<CompletionToken, std::chrono::nanoseconds>) auto async_receive(
-      std::size_t max_packets, CompletionToken&& token = boost::asio::deferred);
+      std::size_t max_packets, CompletionToken&& token = boost::asio::deferred_t());
 
   /// Lends between 1 and `n` free send buffers (each packet's length is 0).
   ///
@@ -314,7 +314,7 @@ public:
   /// in flight. Cancellation (any type): operation_aborted with an empty batch.
   /// n == 0: errc::invalid_option.
   template <typename CompletionToken = boost::asio::deferred_t>
-  auto async_acquire(std::size_t n, CompletionToken&& token = boost::asio::deferred);
+  auto async_acquire(std::size_t n, CompletionToken&& token = boost::asio::deferred_t());
 
   /// Posts every packet of `batch` for transmission, in order. Completes when all are handed to
   /// the NIC / kernel (not necessarily on the wire yet: see async_flush); the buffers return to
@@ -325,14 +325,14 @@ public:
   /// Cancellation (any type): packets already posted stay posted, the rest are returned
   /// unsent; operation_aborted.
   template <typename CompletionToken = boost::asio::deferred_t>
-  auto async_send(send_batch batch, CompletionToken&& token = boost::asio::deferred);
+  auto async_send(send_batch batch, CompletionToken&& token = boost::asio::deferred_t());
 
   /// Waits until everything posted by completed async_send operations (and an outstanding one)
   /// has left: verbs: all send completions arrived; packet: the kernel released every frame.
   ///
   /// Completion signature: void(error_code). Cancellation (any type): operation_aborted.
   template <typename CompletionToken = boost::asio::deferred_t>
-  auto async_flush(CompletionToken&& token = boost::asio::deferred);
+  auto async_flush(CompletionToken&& token = boost::asio::deferred_t());
 
 private:
   using receive_handler = boost::asio::any_completion_handler<void(error_code, receive_batch)>;

@@ -3,6 +3,7 @@
 #include <boost/system/system_error.hpp>
 
 #include <cstdio>
+#include <ostream>
 
 namespace asio_rdma {
 namespace {
@@ -64,6 +65,10 @@ std::string to_string(const mac_address& mac) {
   std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", mac.bytes[0], mac.bytes[1],
                 mac.bytes[2], mac.bytes[3], mac.bytes[4], mac.bytes[5]);
   return buf;
+}
+
+std::ostream& operator<<(std::ostream& out, const mac_address& mac) {
+  return out << to_string(mac);
 }
 
 boost::asio::ip::address_v4 parse_ipv4_address(std::string_view text, error_code& ec) noexcept {
@@ -144,6 +149,10 @@ std::string to_string(const flow_rule& rule) {
   if (rule.destination_port)
     add("dst_port=" + std::to_string(*rule.destination_port));
   return out.empty() ? "any" : out;
+}
+
+std::ostream& operator<<(std::ostream& out, const flow_rule& rule) {
+  return out << to_string(rule);
 }
 
 } // namespace asio_rdma

@@ -16,7 +16,6 @@
 namespace asio_rdma::detail {
 namespace {
 
-constexpr std::uint32_t minimum_block_size = 1u << 16;
 constexpr auto flush_poll_period = std::chrono::microseconds(50);
 
 template <typename T> int set_option(int fd, int level, int name, const T& value) {
@@ -71,14 +70,16 @@ error_code packet_backend::setup(const interface_info& interface,
   if (set_option(fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, int{1}) != 0)
     return from_errno();
 
-  // Ring geometry: blocks of at least 64 KiB holding at least one maximal frame; enough of them
-  // for receive_buffers maximal frames.
+  // Ring geometry: one block per receive buffer, each the smallest power of two (at least a
+  // page) that holds a maximal frame. A lent packet pins its whole block until released, and
+  // under light load the retire timer closes blocks holding a single packet: with one block
+  // per buffer the user can always hold receive_buffers packets, as with verbs. Under load,
+  // blocks fill with many small frames and the ring holds far more.
   const std::size_t frame_size =
       TPACKET_ALIGN(TPACKET3_HDRLEN + 64 + static_cast<unsigned>(options.max_packet_size));
-  block_size_ = std::max(minimum_block_size, std::bit_ceil(static_cast<std::uint32_t>(frame_size)));
-  const std::size_t wanted = options.receive_buffers * frame_size;
-  block_count_ = static_cast<std::uint32_t>(
-      std::max<std::size_t>(2, (wanted + block_size_ - 1) / block_size_));
+  const auto page = static_cast<std::uint32_t>(::sysconf(_SC_PAGESIZE));
+  block_size_ = std::max(page, std::bit_ceil(static_cast<std::uint32_t>(frame_size)));
+  block_count_ = static_cast<std::uint32_t>(std::max<std::size_t>(2, options.receive_buffers));
   tpacket_req3 request{};
   request.tp_block_size = block_size_;
   request.tp_block_nr = block_count_;

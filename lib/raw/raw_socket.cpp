@@ -3,11 +3,11 @@
 #include <asio_rdma/raw_socket.hpp>
 
 #include "raw/bpf_filter.hpp"
+#include "raw/completion.hpp"
 #include "raw/packet_backend.hpp"
 #include "raw/raw_socket_core.hpp"
 #include "raw/verbs_backend.hpp"
 
-#include <boost/asio/append.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -201,8 +201,8 @@ void post_closed(const asio::any_io_executor& ex, Handler handler, Args&&... arg
   if (!ex)
     throw boost::system::system_error(asio::error::bad_descriptor,
                                       "raw_socket: operation on a socket that was never opened");
-  asio::post(ex, asio::append(std::move(handler), error_code(asio::error::bad_descriptor),
-                              std::forward<Args>(args)...));
+  detail::post_completion(ex, std::move(handler), error_code(asio::error::bad_descriptor),
+                          std::forward<Args>(args)...);
 }
 } // namespace
 

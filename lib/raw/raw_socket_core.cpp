@@ -1,6 +1,7 @@
 #include "raw/raw_socket_core.hpp"
 
-#include <boost/asio/append.hpp>
+#include "raw/completion.hpp"
+
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -180,9 +181,10 @@ bool raw_socket_core::owns_flow(std::size_t index, std::uint64_t generation) con
 template <typename Signature>
 void raw_socket_core::begin(pending_operation<Signature>& op,
                             asio::any_completion_handler<Signature> h, operation_kind kind) {
-  op.work = asio::prefer(asio::get_associated_executor(h, executor_),
-                         asio::execution::outstanding_work.tracked);
-  op.handler = std::move(h);
+  op.work = tracked_executor(h, executor_);
+  // swap, not move assignment: in Boost 1.81 any_completion_handler's move assignment wraps the
+  // handler in itself endlessly (fixed in 1.82).
+  op.handler.swap(h);
   op.active = true;
   op.cancel_requested = false;
   ++op.generation;
@@ -201,10 +203,10 @@ void raw_socket_core::finish(pending_operation<Signature>& op, bool post, Args&&
   op.cancel_requested = false;
   ++op.generation;
   asio::get_associated_cancellation_slot(handler).clear();
-  if (post) // (post tracks work on the handler's executor itself)
-    asio::post(executor_, asio::append(std::move(handler), std::forward<Args>(args)...));
+  if (post)
+    post_completion(executor_, std::move(handler), std::forward<Args>(args)...);
   else
-    asio::dispatch(work, asio::append(std::move(handler), std::forward<Args>(args)...));
+    dispatch_completion(work, std::move(handler), std::forward<Args>(args)...);
 }
 
 void raw_socket_core::request_cancel(operation_kind kind) noexcept {
@@ -271,7 +273,7 @@ void raw_socket_core::start_receive(std::size_t max_packets, std::chrono::nanose
   else if (max_packets == 0)
     ec = errc::invalid_option;
   if (ec) {
-    asio::post(executor_, asio::append(std::move(handler), ec, receive_batch()));
+    post_completion(executor_, std::move(handler), ec, receive_batch());
     return;
   }
   begin(receive_, std::move(handler), operation_kind::receive);
@@ -372,7 +374,7 @@ void raw_socket_core::start_acquire(std::size_t n, acquire_handler handler) {
   else if (n == 0)
     ec = errc::invalid_option;
   if (ec) {
-    asio::post(executor_, asio::append(std::move(handler), ec, send_batch()));
+    post_completion(executor_, std::move(handler), ec, send_batch());
     return;
   }
   begin(acquire_, std::move(handler), operation_kind::acquire);
@@ -394,7 +396,7 @@ void raw_socket_core::start_send(send_batch batch, send_handler handler) {
         ec = errc::invalid_option;
   if (ec) {
     // The batch's buffers go back unsent when it is destroyed here.
-    asio::post(executor_, asio::append(std::move(handler), ec));
+    post_completion(executor_, std::move(handler), ec);
     return;
   }
   begin(send_, std::move(handler), operation_kind::send);
@@ -411,7 +413,7 @@ void raw_socket_core::start_flush(send_handler handler) {
   else if (flush_.active)
     ec = asio::error::already_started;
   if (ec) {
-    asio::post(executor_, asio::append(std::move(handler), ec));
+    post_completion(executor_, std::move(handler), ec);
     return;
   }
   begin(flush_, std::move(handler), operation_kind::flush);

@@ -1,0 +1,51 @@
+// Delivering a type-erased completion handler its result on the handler's associated executor.
+//
+// Not through asio::append: in Boost 1.81 an lvalue any_completion_handler used as a completion
+// token wraps itself recursively (fixed in 1.82), so the handler is moved into a lambda.
+#pragma once
+
+#include <boost/asio/any_completion_executor.hpp>
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+
+#include <utility>
+
+namespace asio_rdma::detail {
+
+/// The handler's associated executor (default `io`), tracking outstanding work until the
+/// handler has run.
+template <typename Signature>
+boost::asio::any_completion_executor
+tracked_executor(const boost::asio::any_completion_handler<Signature>& handler,
+                 const boost::asio::any_io_executor& io) {
+  return boost::asio::prefer(boost::asio::get_associated_executor(handler, io),
+                             boost::asio::execution::outstanding_work.tracked);
+}
+
+/// Runs handler(args...) on `work` now if the caller already runs there, else queues it.
+template <typename Signature, typename... Args>
+void dispatch_completion(const boost::asio::any_completion_executor& work,
+                         boost::asio::any_completion_handler<Signature> handler, Args... args) {
+  boost::asio::dispatch(work, [handler = std::move(handler), ... args = std::move(args)]() mutable {
+    std::move(handler)(std::move(args)...);
+  });
+}
+
+/// Runs handler(args...) on its associated executor, never from inside the caller: first
+/// through `io` (a post), then on the handler's executor.
+template <typename Signature, typename... Args>
+void post_completion(const boost::asio::any_io_executor& io,
+                     boost::asio::any_completion_handler<Signature> handler, Args... args) {
+  auto work = tracked_executor(handler, io);
+  boost::asio::post(io, [work = std::move(work), handler = std::move(handler),
+                         ... args = std::move(args)]() mutable {
+    dispatch_completion(work, std::move(handler), std::move(args)...);
+  });
+}
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,1 @@
+#include <asio_rdma/flow_rule.hpp>
