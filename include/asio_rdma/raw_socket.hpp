@@ -59,8 +59,10 @@ enum class raw_backend {
 struct raw_socket_options {
   /// Send buffers (1..65536): how many packets can be acquired or in flight at once.
   std::size_t send_buffers = 64;
-  /// Receive buffers (1..1048576). verbs: posted receive buffers, one packet each. packet: the
-  /// ring is sized for this many packets of max_packet_size (it holds more smaller ones).
+  /// Receive buffers (1..1048576). verbs: posted receive buffers, one frame each. packet: the
+  /// TPACKET_V3 ring holds this many maximal frames (more smaller ones) in at least 16 blocks;
+  /// a lent packet pins its block, so holding many batches at once under light load (one
+  /// frame per block) can fill the ring: min(receive_buffers, 16) batches can always be held.
   std::size_t receive_buffers = 1024;
   /// Bytes per buffer (64..65536), including the Ethernet header. Longer received frames are
   /// truncated (received_packet::wire_length tells the original length).

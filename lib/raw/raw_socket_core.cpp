@@ -281,11 +281,12 @@ void raw_socket_core::start_receive(std::size_t max_packets, std::chrono::nanose
   receive_poll_only_ = timeout <= std::chrono::nanoseconds::zero();
   const auto generation = receive_.generation;
   auto self = shared_from_this();
-  if (!receive_poll_only_ && timeout < longest_timeout) {
-    receive_deadline_.expires_after(timeout);
-    receive_deadline_.async_wait(
-        [self, generation](error_code ec) { self->on_receive_deadline(generation, ec); });
-  }
+  // The deadline timer is only armed when the operation has to wait: under load, frames are
+  // ready at once and a timer would cost two timerfd updates per batch.
+  receive_has_deadline_ = !receive_poll_only_ && timeout < longest_timeout;
+  receive_deadline_armed_ = false;
+  if (receive_has_deadline_)
+    receive_deadline_time_ = std::chrono::steady_clock::now() + timeout;
   // The first look at the ring also runs from the executor: the handler is never invoked
   // inside the initiating function.
   asio::post(executor_, [self, generation] { self->receive_step(generation); });
@@ -311,6 +312,14 @@ void raw_socket_core::receive_step(std::uint64_t generation) {
       continue;
     if (plan.kind == wait_plan::retry || plan.kind == wait_plan::none)
       plan = {wait_plan::readable, backend_->receive_fd(), {}};
+    if (receive_has_deadline_ && !receive_deadline_armed_) {
+      receive_deadline_armed_ = true;
+      receive_deadline_.expires_at(receive_deadline_time_);
+      receive_deadline_.async_wait([self = shared_from_this(), generation](error_code ec) {
+        self->on_receive_deadline(generation, ec);
+      });
+    }
+    receive_waiting_ = true;
     wait(plan, receive_wait_signal_, receive_timer_, &raw_socket_core::on_receive_wait, generation);
     return;
   }
@@ -319,6 +328,7 @@ void raw_socket_core::receive_step(std::uint64_t generation) {
 void raw_socket_core::on_receive_wait(std::uint64_t generation, bool from_fd, error_code ec) {
   if (!receive_.active || generation != receive_.generation)
     return;
+  receive_waiting_ = false;
   if (ec == asio::error::operation_aborted) {
     if (receive_.cancel_requested)
       finish_receive(ec, 0);
@@ -349,9 +359,15 @@ void raw_socket_core::finish_receive(error_code ec, std::size_t n, bool post) {
     receive_storage_ = {};
     lent_received_ += n;
   }
-  receive_wait_signal_.emit(asio::cancellation_type::all);
-  receive_deadline_.cancel();
-  receive_timer_.cancel();
+  if (receive_waiting_) {
+    receive_wait_signal_.emit(asio::cancellation_type::all);
+    receive_timer_.cancel();
+    receive_waiting_ = false;
+  }
+  if (receive_deadline_armed_) {
+    receive_deadline_.cancel();
+    receive_deadline_armed_ = false;
+  }
   finish(receive_, post, ec, std::move(batch));
 }
 

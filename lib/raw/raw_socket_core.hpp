@@ -113,6 +113,10 @@ private:
   pending_operation<void(error_code, receive_batch)> receive_;
   std::size_t receive_max_ = 0;
   bool receive_poll_only_ = false;
+  bool receive_has_deadline_ = false;
+  bool receive_deadline_armed_ = false;
+  bool receive_waiting_ = false; // a descriptor or poll-timer wait is pending
+  std::chrono::steady_clock::time_point receive_deadline_time_;
   std::vector<received_packet> receive_storage_; // recycled through the batches
 
   pending_operation<void(error_code, send_batch)> acquire_;
