@@ -91,7 +91,7 @@ const std::uint16_t vids[] = {0, 5, 100, 4095};
 const std::uint16_t ethertypes[] = {ethertype::ipv4, ethertype::ipv4, ethertype::ipv4,
                                     ethertype::arp,  ethertype::ipv6, 0x88b5};
 const std::uint8_t protocols[] = {17, 17, 6, 1, 0};
-const std::uint16_t fragments[] = {0, 0, 0x4000, 0x2000, 0x2001, 0x00b9};
+const std::uint16_t fragments[] = {0, 0, 0x4000, 0x2000, 0x2001, 0x00b9, 0x1000, 0x3400};
 
 template <typename T, std::size_t N> const T& pick(std::mt19937& rng, const T (&a)[N]) {
   return a[std::uniform_int_distribution<std::size_t>(0, N - 1)(rng)];
