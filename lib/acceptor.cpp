@@ -2,6 +2,7 @@
 #include "cm_channel.hpp"
 #include "endpoint.hpp"
 #include "pending_request.hpp"
+#include "invoke_handler.hpp"
 #include "verbs_error.hpp"
 
 #include <asio_rdma/acceptor.hpp>
@@ -73,6 +74,10 @@ public:
                              : asio::get_associated_cancellation_slot(w.as_connection);
     if (slot.is_connected())
       slot.assign([this, key = w.key](asio::cancellation_type) { cancel(key); });
+    // The channel is waited on only while someone waits for a request: an idle
+    // acceptor leaves no work in the io_context (requests queue in the kernel).
+    if (waiters_.empty())
+      channel_->add_interest();
     waiters_.push_back(std::move(w));
     if (!requests_.empty())
       asio::post(ex_, [self = shared_from_this()] { self->match(); });
@@ -82,8 +87,7 @@ public:
     listen_id_.reset();
     requests_.clear(); // rejects them
     while (!waiters_.empty()) {
-      waiter w = std::move(waiters_.front());
-      waiters_.pop_front();
+      waiter w = take(waiters_.begin());
       finish(w, asio::error::operation_aborted, nullptr, true);
     }
   }
@@ -91,7 +95,7 @@ public:
   void on_cm_event(const cm_event& event) override {
     if (event.type != RDMA_CM_EVENT_CONNECT_REQUEST)
       return; // errors of the listening id itself leave it listening
-    auto request = std::make_unique<pending_request>();
+    auto request = pending_request_ptr(new pending_request);
     request->ex = ex_;
     request->channel = channel_;
     request->id.reset(event.id);
@@ -109,29 +113,45 @@ private:
     request_handler as_request;
     connection_handler as_connection;
     std::uint64_t key;
+
+    waiter(request_handler r, connection_handler c, std::uint64_t k)
+        : as_request(std::move(r)), as_connection(std::move(c)), key(k) {}
+    waiter(waiter&&) noexcept = default;
+    waiter& operator=(waiter&& other) noexcept { // see assign_handler
+      assign_handler(as_request, std::move(other.as_request));
+      assign_handler(as_connection, std::move(other.as_connection));
+      key = other.key;
+      return *this;
+    }
   };
 
   void match() {
     while (!waiters_.empty() && !requests_.empty()) {
-      waiter w = std::move(waiters_.front());
-      waiters_.pop_front();
+      waiter w = take(waiters_.begin());
       auto request = std::move(requests_.front());
       requests_.pop_front();
       finish(w, {}, std::move(request), false);
     }
   }
 
+  waiter take(std::deque<waiter>::iterator it) {
+    waiter w = std::move(*it);
+    waiters_.erase(it);
+    if (waiters_.empty())
+      channel_->remove_interest();
+    return w;
+  }
+
   void cancel(std::uint64_t key) {
     for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
       if (it->key != key)
         continue;
-      waiter w = std::move(*it);
-      waiters_.erase(it);
+      waiter w = take(it);
       return finish(w, asio::error::operation_aborted, nullptr, true);
     }
   }
 
-  void finish(waiter& w, error_code ec, std::unique_ptr<pending_request> request, bool defer) {
+  void finish(waiter& w, error_code ec, pending_request_ptr request, bool defer) {
     auto clear = [](auto& handler) {
       auto slot = asio::get_associated_cancellation_slot(handler);
       if (slot.is_connected())
@@ -142,22 +162,22 @@ private:
       if (!ec)
         return start_accept_request_as_connection(std::move(request), options_.connection,
                                                   std::move(w.as_connection));
-      asio::post(ex_, asio::append(std::move(w.as_connection), ec, connection()));
+      post_handler(ex_, std::move(w.as_connection), ec, connection());
       return;
     }
     clear(w.as_request);
     auto result = ec ? connection_request() : connection_request(std::move(request));
     if (defer)
-      asio::post(ex_, asio::append(std::move(w.as_request), ec, std::move(result)));
+      post_handler(ex_, std::move(w.as_request), ec, std::move(result));
     else
-      asio::dispatch(ex_, asio::append(std::move(w.as_request), ec, std::move(result)));
+      dispatch_handler(ex_, std::move(w.as_request), ec, std::move(result));
   }
 
   asio::any_io_executor ex_;
   acceptor_options options_;
   std::shared_ptr<cm_channel> channel_;
   cm_id_ptr listen_id_;
-  std::deque<std::unique_ptr<pending_request>> requests_;
+  std::deque<pending_request_ptr> requests_;
   std::deque<waiter> waiters_;
   std::uint64_t next_waiter_ = 0;
 };

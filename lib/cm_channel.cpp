@@ -1,5 +1,6 @@
 #include "cm_channel.hpp"
 
+#include "trace.hpp"
 #include "verbs_error.hpp"
 
 #include <algorithm>
@@ -21,19 +22,18 @@ std::shared_ptr<cm_channel> cm_channel::create(const asio::any_io_executor& ex, 
     return nullptr;
   }
   auto self = std::make_shared<cm_channel>(ex, std::move(channel));
-  self->wait();
+  self->waiter_.set_owner(self);
   ec = {};
   return self;
 }
 
 cm_channel::cm_channel(const asio::any_io_executor& ex, event_channel_ptr channel)
-    : ex_(ex), channel_(std::move(channel)), descriptor_(ex, channel_->fd) {}
+    : ex_(ex), channel_(std::move(channel)),
+      waiter_(ex, channel_->fd, &cm_channel::on_readable, this) {}
 
-cm_channel::~cm_channel() {
-  // The fd belongs to the event channel: release it from Asio (which cancels
-  // the pending wait) before the channel is destroyed.
-  descriptor_.release();
-}
+// The waiter (declared after the channel) releases the fd before the channel
+// that owns it is destroyed.
+cm_channel::~cm_channel() = default;
 
 cm_id_ptr cm_channel::create_id(cm_event_target* target, rdma_port_space ps, error_code& ec) {
   rdma_cm_id* id = nullptr;
@@ -43,17 +43,6 @@ cm_id_ptr cm_channel::create_id(cm_event_target* target, rdma_port_space ps, err
   }
   ec = {};
   return cm_id_ptr(id);
-}
-
-void cm_channel::wait() {
-  descriptor_.async_wait(asio::posix::stream_descriptor::wait_read,
-                         [weak = weak_from_this()](const error_code& ec) {
-                           auto self = weak.lock();
-                           if (!self || ec == asio::error::operation_aborted)
-                             return;
-                           self->drain();
-                           self->wait();
-                         });
 }
 
 void cm_channel::drain() {
@@ -83,6 +72,8 @@ void cm_channel::drain() {
     // For a connect request the new id still carries the listener's context.
     auto* target = static_cast<cm_event_target*>(raw->id ? raw->id->context : nullptr);
     ::rdma_ack_cm_event(raw);
+    ASIO_RDMA_TRACE("cm event %s (status %d) id %p -> %s", ::rdma_event_str(ev.type), ev.status,
+                    static_cast<void*>(ev.id), target ? "target" : "dropped");
     if (target)
       target->on_cm_event(ev);
   }

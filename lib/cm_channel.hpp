@@ -2,12 +2,12 @@
 // Events are routed by cm_id->context to a cm_event_target; no thread, no map.
 #pragma once
 
+#include "fd_waiter.hpp"
 #include "handles.hpp"
 
 #include <asio_rdma/error.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 
 #include <array>
 #include <cstdint>
@@ -43,7 +43,8 @@ protected:
 
 class cm_channel : public std::enable_shared_from_this<cm_channel> {
 public:
-  /// Creates the channel and starts waiting on it.
+  /// Creates the channel. It waits for events only while some id's owner
+  /// has declared interest (an operation pending).
   static std::shared_ptr<cm_channel> create(const asio::any_io_executor& ex, error_code& ec);
 
   cm_channel(const asio::any_io_executor& ex, event_channel_ptr channel);
@@ -58,13 +59,19 @@ public:
   /// events are then acknowledged and dropped).
   cm_id_ptr create_id(cm_event_target* target, rdma_port_space ps, error_code& ec);
 
-private:
-  void wait();
+  void add_interest() { waiter_.add_interest(); }
+  void remove_interest() { waiter_.remove_interest(); }
+
+  /// Dispatches every queued event (also called directly, e.g. before
+  /// deciding that a connection is still open).
   void drain();
+
+private:
+  static void on_readable(void* self) { static_cast<cm_channel*>(self)->drain(); }
 
   asio::any_io_executor ex_;
   event_channel_ptr channel_;
-  asio::posix::stream_descriptor descriptor_;
+  fd_waiter waiter_;
 };
 
 } // namespace asio_rdma::detail

@@ -25,15 +25,17 @@ std::shared_ptr<completion_queue> completion_queue::create(const asio::any_io_ex
     return nullptr;
   }
   ec = {};
-  return std::make_shared<completion_queue>(ex, std::move(channel), std::move(cq));
+  auto self = std::make_shared<completion_queue>(ex, std::move(channel), std::move(cq));
+  self->waiter_.set_owner(self);
+  return self;
 }
 
 completion_queue::completion_queue(const asio::any_io_executor& ex, comp_channel_ptr channel,
                                    cq_ptr cq)
-    : ex_(ex), channel_(std::move(channel)), cq_(std::move(cq)), descriptor_(ex, channel_->fd) {}
+    : ex_(ex), channel_(std::move(channel)), cq_(std::move(cq)),
+      waiter_(ex, channel_->fd, &completion_queue::on_readable, this) {}
 
 completion_queue::~completion_queue() {
-  descriptor_.release();
   if (unacked_events_ > 0)
     ::ibv_ack_cq_events(cq_.get(), unacked_events_);
   // Members are destroyed in reverse order: the CQ before its channel.
@@ -42,27 +44,15 @@ completion_queue::~completion_queue() {
 error_code completion_queue::start() {
   if (int rc = ::ibv_req_notify_cq(cq_.get(), 0))
     return from_returned_errno(rc);
-  wait();
   return {};
 }
 
 void completion_queue::stop() {
   stopped_ = true;
-  error_code ignored;
-  descriptor_.cancel(ignored);
+  waiter_.stop();
 }
 
-void completion_queue::wait() {
-  descriptor_.async_wait(asio::posix::stream_descriptor::wait_read,
-                         [weak = weak_from_this()](const error_code& ec) {
-                           auto self = weak.lock();
-                           if (!self || ec == asio::error::operation_aborted || self->stopped_)
-                             return;
-                           self->on_readable();
-                         });
-}
-
-void completion_queue::on_readable() {
+void completion_queue::drain_events() {
   auto keep_alive = shared_from_this();
   ibv_cq* cq = nullptr;
   void* context = nullptr;
@@ -76,15 +66,16 @@ void completion_queue::on_readable() {
   // poll then raises a new event instead of being stranded.
   ::ibv_req_notify_cq(cq_.get(), 0);
   poll();
-  if (!stopped_)
-    wait();
 }
 
 void completion_queue::poll() {
   if (polling_)
     return;
-  polling_ = true;
   auto keep_alive = shared_from_this();
+  auto owner = owner_.lock();
+  if (!owner)
+    return;
+  polling_ = true;
   ibv_wc wc[batch_size];
   for (;;) {
     int n = ::ibv_poll_cq(cq_.get(), batch_size, wc);

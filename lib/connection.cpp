@@ -62,7 +62,7 @@ ibv_pd* connection::native_protection_domain() const noexcept {
 // ---------------------------------------------------------------- connection_request
 
 connection_request::connection_request() noexcept = default;
-connection_request::connection_request(std::unique_ptr<detail::pending_request> request) noexcept
+connection_request::connection_request(detail::pending_request_ptr request) noexcept
     : request_(std::move(request)) {}
 connection_request::connection_request(connection_request&&) noexcept = default;
 connection_request& connection_request::operator=(connection_request&&) noexcept = default;
@@ -101,7 +101,11 @@ void connection_request::reject(std::span<const std::byte> private_data, error_c
 
 namespace detail {
 
-void start_accept_request_as_connection(std::unique_ptr<pending_request> request,
+void pending_request_deleter::operator()(pending_request* request) const noexcept {
+  delete request;
+}
+
+void start_accept_request_as_connection(pending_request_ptr request,
                                         const connection_options& options,
                                         connection_handler handler) {
   auto impl = std::make_shared<connection_impl>(request->ex, options);

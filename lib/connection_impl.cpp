@@ -1,5 +1,6 @@
 #include "connection_impl.hpp"
 
+#include "invoke_handler.hpp"
 #include "verbs_error.hpp"
 
 #include <boost/asio/append.hpp>
@@ -19,6 +20,11 @@ namespace {
 // rdma_cm's reject reason when the peer's application called rdma_reject
 // (IB_CM_REJ_CONSUMER_DEFINED); any other reason means nobody listened.
 constexpr int reject_reason_consumer = 28;
+
+// rdma_cm says ENODEV when no RDMA device serves an address or its route.
+error_code cm_error(error_code ec) {
+  return ec == boost::system::errc::no_such_device ? error_code(errc::no_device) : ec;
+}
 
 int timeout_ms(std::chrono::milliseconds t) {
   return static_cast<int>(std::clamp<std::int64_t>(t.count(), 1, 60 * 60 * 1000));
@@ -57,6 +63,8 @@ connection_impl::connection_impl(const asio::any_io_executor& ex,
     : ex_(ex), options_(options), timer_(ex), drain_timer_(ex) {}
 
 connection_impl::~connection_impl() {
+  if (channel_interest_) // the channel may be shared with an acceptor
+    channel_->remove_interest();
   if (cq_) {
     cq_->set_batch_listener({});
     cq_->stop();
@@ -69,8 +77,9 @@ connection_impl::~connection_impl() {
 
 void connection_impl::start_connect(std::string host, std::uint16_t port,
                                     connection_handler handler) {
-  establish_handler_ = std::move(handler);
+  assign_handler(establish_handler_, std::move(handler));
   self_ = shared_from_this();
+  op_started();
   if (options_.validate(connection_options::max_connect_private_data))
     return fail_establishment(errc::invalid_option, true);
   auto slot = asio::get_associated_cancellation_slot(establish_handler_);
@@ -107,7 +116,8 @@ void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination
   if (!ec)
     id_ = channel_->create_id(this, RDMA_PS_TCP, ec);
   if (ec)
-    return fail_establishment(ec, true);
+    return fail_establishment(cm_error(ec), true);
+  sync_interest();
   sockaddr_storage dst{}, src{};
   to_sockaddr(destination, dst);
   sockaddr* src_ptr = nullptr;
@@ -123,16 +133,19 @@ void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination
     start_timer(false);
   }
   if (::rdma_resolve_addr(id_.get(), src_ptr, reinterpret_cast<sockaddr*>(&dst),
-                          timeout_ms(options_.timeout)) != 0)
-    return fail_establishment(from_errno(), true);
+                          timeout_ms(options_.timeout)) != 0) {
+    return fail_establishment(cm_error(from_errno()), true);
+  }
 }
 
 void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_ptr id,
                                    const cm_event& request, connection_handler handler) {
-  establish_handler_ = std::move(handler);
+  assign_handler(establish_handler_, std::move(handler));
   self_ = shared_from_this();
+  op_started();
   channel_ = std::move(channel);
   id_ = std::move(id);
+  sync_interest();
   id_->context = static_cast<cm_event_target*>(this);
   auto data = request.data();
   peer_private_data_.assign(data.begin(), data.end());
@@ -174,6 +187,8 @@ error_code connection_impl::create_resources() {
   if (ec)
     return ec;
   cq_->set_batch_listener({&connection_impl::after_cq_batch, this});
+  cq_->set_owner(weak_from_this());
+  sync_interest();
   if ((ec = receive_block_.allocate(pd(), recv_depth, options_.max_message_size,
                                     IBV_ACCESS_LOCAL_WRITE)))
     return ec;
@@ -220,11 +235,13 @@ error_code connection_impl::create_resources() {
 }
 
 void connection_impl::on_cm_event(const cm_event& event) {
+  // Handlers run from here may drop the user's last reference.
+  auto keep_alive = shared_from_this();
   switch (event.type) {
   case RDMA_CM_EVENT_ADDR_RESOLVED:
     if (state_ == state::resolving &&
         ::rdma_resolve_route(id_.get(), timeout_ms(options_.timeout)) != 0)
-      fail_establishment(from_errno(), false);
+      fail_establishment(cm_error(from_errno()), false);
     break;
   case RDMA_CM_EVENT_ADDR_ERROR:
     fail_establishment(errc::address_resolution_failed, false);
@@ -278,8 +295,8 @@ void connection_impl::on_cm_event(const cm_event& event) {
       if (cq_)
         cq_->poll();
       begin_close({});
-    } else if (state_ == state::closing) {
-      complete_disconnect({});
+    } else {
+      complete_disconnect({}); // our own disconnect finished (or was already drained)
     }
     break;
   case RDMA_CM_EVENT_DEVICE_REMOVAL:
@@ -302,12 +319,13 @@ void connection_impl::finish_establishment(const cm_event& event) {
     peer_private_data_.assign(data.begin(), data.end());
   }
   state_ = state::open;
+  op_finished();
   auto handler = std::move(establish_handler_);
   auto slot = asio::get_associated_cancellation_slot(handler);
   if (slot.is_connected())
     slot.clear();
-  asio::dispatch(ex_, asio::append(std::move(handler), error_code(),
-                                   connection(shared_from_this())));
+  dispatch_handler(ex_, std::move(handler), error_code(),
+                                   connection(shared_from_this()));
 }
 
 void connection_impl::fail_establishment(error_code ec, bool defer) {
@@ -321,13 +339,14 @@ void connection_impl::fail_establishment(error_code ec, bool defer) {
   // Keep the implementation for the rejection's private data; otherwise hand
   // back a connection that is not open.
   connection result = ec == errc::rejected ? connection(shared_from_this()) : connection();
+  op_finished();
   teardown();
   state_ = state::closed;
   auto keep = std::move(self_);
   if (defer)
-    asio::post(ex_, asio::append(std::move(handler), ec, std::move(result)));
+    post_handler(ex_, std::move(handler), ec, std::move(result));
   else
-    asio::dispatch(ex_, asio::append(std::move(handler), ec, std::move(result)));
+    dispatch_handler(ex_, std::move(handler), ec, std::move(result));
 }
 
 void connection_impl::start_timer(bool for_disconnect) {
@@ -356,12 +375,15 @@ void connection_impl::send(const const_buffer_array& buffers, size_handler handl
   op->owner = this;
   op->kind = op_kind::send;
   op->posted = false;
-  op->handler = std::move(handler);
+  op->counted = false;
+  assign_handler(op->handler, std::move(handler));
   if (ec)
     return complete(op, ec, 0, true);
   op->on_complete = &connection_impl::on_send_complete;
   op->source = buffers;
   op->length = buffers.total_size;
+  op->counted = true;
+  op_started();
   pending_sends_.push(op);
   auto slot = asio::get_associated_cancellation_slot(op->handler);
   if (slot.is_connected())
@@ -379,14 +401,20 @@ void connection_impl::receive(const mutable_buffer_array& buffers, size_handler 
   op->owner = this;
   op->kind = op_kind::receive;
   op->posted = false;
-  op->handler = std::move(handler);
+  op->counted = false;
+  assign_handler(op->handler, std::move(handler));
   op->destination = buffers;
   if (buffers.too_many)
     return complete(op, asio::error::invalid_argument, 0, true);
+  // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
+  if (arrived_count_ == 0 && state_ == state::open && cq_)
+    cq_->poll();
   if (waiting_receives_.empty() && arrived_count_ > 0)
     return deliver(op, true);
   if (state_ != state::open)
     return complete(op, terminal_error(true), 0, true);
+  op->counted = true;
+  op_started();
   waiting_receives_.push(op);
   auto slot = asio::get_associated_cancellation_slot(op->handler);
   if (slot.is_connected())
@@ -596,11 +624,14 @@ void connection_impl::deliver(operation* op, bool defer) {
 
 void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, bool defer) {
   auto handler = std::move(op->handler);
+  const bool counted = op->counted;
   op_pool_.put(op);
+  if (counted)
+    op_finished();
   if (defer)
-    asio::post(ex_, asio::append(std::move(handler), ec, bytes));
+    post_handler(ex_, std::move(handler), ec, bytes);
   else
-    asio::dispatch(ex_, asio::append(std::move(handler), ec, bytes));
+    dispatch_handler(ex_, std::move(handler), ec, bytes);
 }
 
 error_code connection_impl::terminal_error(bool for_receive) const {
@@ -620,11 +651,12 @@ error_code connection_impl::terminal_error(bool for_receive) const {
 void connection_impl::disconnect(void_handler handler) {
   if (state_ != state::open) {
     error_code ec = peer_disconnected_ ? error_code() : error_code(asio::error::not_connected);
-    asio::post(ex_, asio::append(std::move(handler), ec));
+    post_handler(ex_, std::move(handler), ec);
     return;
   }
-  disconnect_handler_ = std::move(handler);
+  assign_handler(disconnect_handler_, std::move(handler));
   disconnect_requested_ = true;
+  op_started();
   auto slot = asio::get_associated_cancellation_slot(disconnect_handler_);
   if (slot.is_connected())
     slot.assign([this](asio::cancellation_type) {
@@ -638,11 +670,12 @@ void connection_impl::complete_disconnect(error_code ec) {
   if (!disconnect_handler_)
     return;
   timer_.cancel();
+  op_finished();
   auto handler = std::move(disconnect_handler_);
   auto slot = asio::get_associated_cancellation_slot(handler);
   if (slot.is_connected())
     slot.clear();
-  asio::post(ex_, asio::append(std::move(handler), ec));
+  post_handler(ex_, std::move(handler), ec);
 }
 
 void connection_impl::close() noexcept {
@@ -679,21 +712,28 @@ void connection_impl::begin_close(error_code reason) {
   // Work that was never posted completes now.
   while (operation* op = pending_sends_.pop())
     complete(op, failure_ ? failure_ : error_code(asio::error::operation_aborted), 0, true);
-  fail_waiting_receives(true);
-  // Some devices never flush posted receives; do not wait for them forever.
-  drain_timer_.expires_after(std::chrono::seconds(2));
-  drain_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
-    if (!ec && self->state_ == state::closing)
-      self->finish_close();
-  });
-  // Outstanding completions may already be in the queue.
+  // Messages that arrived before the error are delivered before end-of-stream.
   if (cq_)
     cq_->poll();
+  fail_waiting_receives(true);
+  if (state_ != state::closing)
+    return; // a handler run by the poll finished the close
+  if (send_outstanding_ > 0) {
+    // Posted sends have handlers waiting for their flush; bound that wait in
+    // case a device never flushes.
+    drain_timer_.expires_after(std::chrono::seconds(2));
+    drain_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+      if (!ec && self->state_ == state::closing)
+        self->finish_close();
+    });
+  }
   maybe_finish_close();
 }
 
 void connection_impl::maybe_finish_close() {
-  if (state_ == state::closing && send_outstanding_ == 0 && receives_posted_ == 0)
+  // Receive buffers belong to the library: destroying the queue pair is
+  // enough to stop the device from using them, so only sends are awaited.
+  if (state_ == state::closing && send_outstanding_ == 0)
     finish_close();
 }
 
@@ -721,6 +761,30 @@ void connection_impl::teardown() {
   if (qp_created_) {
     ::rdma_destroy_qp(id_.get());
     qp_created_ = false;
+  }
+}
+
+// ---------------------------------------------------------------- interest
+
+void connection_impl::op_started() {
+  if (user_ops_++ == 0)
+    sync_interest();
+}
+
+void connection_impl::op_finished() {
+  if (user_ops_ > 0 && --user_ops_ == 0)
+    sync_interest();
+}
+
+void connection_impl::sync_interest() {
+  const bool wanted = user_ops_ > 0;
+  if (channel_ && channel_interest_ != wanted) {
+    wanted ? channel_->add_interest() : channel_->remove_interest();
+    channel_interest_ = wanted;
+  }
+  if (cq_ && cq_interest_ != wanted) {
+    wanted ? cq_->add_interest() : cq_->remove_interest();
+    cq_interest_ = wanted;
   }
 }
 

@@ -103,6 +103,12 @@ private:
   void complete_disconnect(error_code ec);
 
   void complete(operation* op, error_code ec, std::size_t bytes, bool defer);
+
+  // A pending user operation needs the CM channel and the CQ waited on; an
+  // idle connection leaves no work in the io_context (see fd_waiter).
+  void op_started();
+  void op_finished();
+  void sync_interest();
   /// What an operation gets once the connection is no longer open.
   error_code terminal_error(bool for_receive) const;
 
@@ -142,6 +148,9 @@ private:
   intrusive_queue<operation> pending_sends_; // initiated, not yet posted
   intrusive_queue<operation> posted_sends_;  // posted, in completion order
   bool flush_scheduled_ = false;
+  std::uint32_t user_ops_ = 0;
+  bool channel_interest_ = false;
+  bool cq_interest_ = false;
 
   // Why the connection left the open state (decides what queued work gets).
   error_code failure_;       // first device / protocol error

@@ -1,5 +1,6 @@
 #include <asio_rdma/error.hpp>
 
+#include <ostream>
 #include <string>
 
 namespace asio_rdma {
@@ -81,6 +82,11 @@ public:
 };
 
 } // namespace
+
+std::ostream& operator<<(std::ostream& os, errc e) { return os << make_error_code(e).message(); }
+std::ostream& operator<<(std::ostream& os, wc_condition c) {
+  return os << wc_condition_category().message(static_cast<int>(c));
+}
 
 const boost::system::error_category& rdma_category() noexcept {
   static const rdma_category_impl instance;

@@ -23,6 +23,8 @@ struct operation : completion_target {
   op_kind kind = op_kind::send;
   /// Posted to the send queue (no longer cancellable).
   bool posted = false;
+  /// Counted among the connection's pending user operations.
+  bool counted = false;
   std::uint32_t send_slot = no_slot;
   size_handler handler;
   const_buffer_array source;       // send

@@ -3,6 +3,8 @@
 
 #include "cm_channel.hpp"
 
+#include <asio_rdma/connection_request.hpp>
+
 #include <boost/asio/any_io_executor.hpp>
 
 #include <memory>

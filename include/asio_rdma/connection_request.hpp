@@ -12,7 +12,12 @@ namespace asio_rdma {
 
 namespace detail {
 struct pending_request;
-void start_accept_request_as_connection(std::unique_ptr<pending_request> request,
+/// Out of line so that the handle works with pending_request incomplete.
+struct pending_request_deleter {
+  void operator()(pending_request* request) const noexcept;
+};
+using pending_request_ptr = std::unique_ptr<pending_request, pending_request_deleter>;
+void start_accept_request_as_connection(pending_request_ptr request,
                                         const connection_options& options,
                                         connection_handler handler);
 } // namespace detail
@@ -24,7 +29,7 @@ void start_accept_request_as_connection(std::unique_ptr<pending_request> request
 class connection_request {
 public:
   connection_request() noexcept;
-  explicit connection_request(std::unique_ptr<detail::pending_request> request) noexcept;
+  explicit connection_request(detail::pending_request_ptr request) noexcept;
   connection_request(connection_request&&) noexcept;
   connection_request& operator=(connection_request&&) noexcept;
   ~connection_request();
@@ -48,7 +53,7 @@ public:
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_accept(const connection_options& options = {}, CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, connection)>(
-        [](auto handler, std::unique_ptr<detail::pending_request> request,
+        [](auto handler, detail::pending_request_ptr request,
            const connection_options& options) {
           if (!request)
             return detail::post_result(std::move(handler),
@@ -66,7 +71,7 @@ public:
   void reject(std::span<const std::byte> private_data, error_code& ec);
 
 private:
-  std::unique_ptr<detail::pending_request> request_;
+  detail::pending_request_ptr request_;
 };
 
 } // namespace asio_rdma

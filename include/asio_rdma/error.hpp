@@ -15,6 +15,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <iosfwd>
 #include <type_traits>
 
 namespace asio_rdma {
@@ -71,6 +72,9 @@ inline error_code make_error_code(errc e) noexcept {
   return error_code(static_cast<int>(e), rdma_category());
 }
 
+/// Writes the error's message (for logs and test diagnostics).
+std::ostream& operator<<(std::ostream& os, errc e);
+
 /// The category of ibv_wc_status values ("ibv_wc_status"); messages come from
 /// ibv_wc_status_str.
 const boost::system::error_category& wc_category() noexcept;
@@ -97,6 +101,9 @@ enum class wc_condition {
 
 /// The category of wc_condition.
 const boost::system::error_category& wc_condition_category() noexcept;
+
+/// Writes the condition's message.
+std::ostream& operator<<(std::ostream& os, wc_condition c);
 
 inline boost::system::error_condition make_error_condition(wc_condition c) noexcept {
   return boost::system::error_condition(static_cast<int>(c), wc_condition_category());

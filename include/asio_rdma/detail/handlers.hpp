@@ -26,6 +26,16 @@ using connection_handler = boost::asio::any_completion_handler<void(error_code, 
 using request_handler =
     boost::asio::any_completion_handler<void(error_code, connection_request)>;
 
+/// Moves `source` into `target`. Use this instead of `target = std::move(source)`:
+/// Boost 1.81's any_completion_handler move assignment constructs from an
+/// lvalue, which its converting constructor wraps in itself without end.
+template <typename... Signatures>
+void assign_handler(boost::asio::any_completion_handler<Signatures...>& target,
+                    boost::asio::any_completion_handler<Signatures...>&& source) noexcept {
+  boost::asio::any_completion_handler<Signatures...> taken(std::move(source));
+  target.swap(taken);
+}
+
 /// Completes an operation that has no I/O object to run on (e.g. on a
 /// connection that is not open): posted to the handler's own associated
 /// executor, never invoked inside the initiating function.

@@ -1,0 +1,75 @@
+// Waits for a file descriptor (an rdma_cm event channel or a completion
+// channel) to become readable on the user's io_context, but only while some
+// user operation needs it ("interest"). An idle connection therefore leaves
+// no work in the io_context, and io_context::run() returns once the user's
+// own operations are done, as with Asio's sockets. Events that arrive
+// meanwhile stay in the kernel until the next wait.
+#pragma once
+
+#include <asio_rdma/error.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include <memory>
+
+namespace asio_rdma::detail {
+
+class fd_waiter {
+public:
+  using callback = void (*)(void* context);
+
+  /// `owner` keeps `context` alive; the wait handler checks it before calling.
+  fd_waiter(const boost::asio::any_io_executor& ex, int fd, callback on_readable, void* context)
+      : descriptor_(ex, fd), on_readable_(on_readable), context_(context) {}
+  /// Releases (does not close) the fd, cancelling the pending wait.
+  ~fd_waiter() { descriptor_.release(); }
+  fd_waiter(const fd_waiter&) = delete;
+  fd_waiter& operator=(const fd_waiter&) = delete;
+
+  void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
+
+  void add_interest() {
+    if (interest_++ == 0)
+      arm();
+  }
+  void remove_interest() {
+    if (--interest_ == 0 && armed_) {
+      error_code ignored;
+      descriptor_.cancel(ignored);
+    }
+  }
+  /// Stops waiting for good (the owner is being torn down).
+  void stop() {
+    stopped_ = true;
+    error_code ignored;
+    descriptor_.cancel(ignored);
+  }
+
+private:
+  void arm() {
+    if (armed_ || interest_ == 0 || stopped_)
+      return;
+    armed_ = true;
+    descriptor_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                           [this, owner = owner_](const error_code& ec) {
+                             auto alive = owner.lock();
+                             if (!alive)
+                               return;
+                             armed_ = false;
+                             if (!ec && !stopped_)
+                               on_readable_(context_);
+                             arm(); // if still wanted
+                           });
+  }
+
+  boost::asio::posix::stream_descriptor descriptor_;
+  callback on_readable_;
+  void* context_;
+  std::weak_ptr<void> owner_;
+  int interest_ = 0;
+  bool armed_ = false;
+  bool stopped_ = false;
+};
+
+} // namespace asio_rdma::detail

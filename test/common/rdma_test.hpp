@@ -1,0 +1,115 @@
+// Helpers for integration tests: the device address to use and a bounded
+// runner for coroutine test bodies.
+#pragma once
+
+#include <asio_rdma/asio_rdma.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+namespace asio_rdma::test {
+
+namespace asio = boost::asio;
+
+/// The IPv4 address of the RDMA device under test (test/vm/run.sh sets it).
+/// Integration tests fail, never skip, without one.
+inline std::string device_address() {
+  const char* addr = std::getenv("ASIO_RDMA_TEST_ADDR");
+  if (!addr || !*addr)
+    BOOST_FAIL("ASIO_RDMA_TEST_ADDR is not set: run integration tests through test/vm/run.sh "
+               "(SoftRoCE VM or a local RDMA device)");
+  return addr;
+}
+
+/// Runs `body()` (an awaitable) on `io` until it finishes; fails the test if
+/// it throws or has not finished within `limit` (nothing may hang).
+template <typename Body>
+void run(asio::io_context& io, Body body, std::chrono::seconds limit = std::chrono::seconds(120)) {
+  bool finished = false;
+  std::exception_ptr failure;
+  asio::co_spawn(io, std::move(body), [&](std::exception_ptr e) {
+    finished = true;
+    failure = e;
+  });
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!finished && std::chrono::steady_clock::now() < deadline && !io.stopped())
+    io.run_one_until(deadline);
+  BOOST_REQUIRE_MESSAGE(finished, "test body did not finish within " << limit.count() << " s");
+  if (failure)
+    std::rethrow_exception(failure);
+  // Let teardown (flushes, disconnect events) settle so the next test starts clean.
+  io.run_for(std::chrono::milliseconds(50));
+}
+
+/// Completion handler for co_spawn'ed helpers: an exception fails the test
+/// instead of vanishing (as it would with asio::detached).
+inline void report_failure(std::exception_ptr e) {
+  if (!e)
+    return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    BOOST_ERROR("spawned coroutine failed: " << x.what());
+  }
+}
+
+/// Byte i of test message `seq`.
+inline std::byte pattern(std::uint64_t seq, std::size_t i) {
+  return static_cast<std::byte>((seq * 131 + i * 7 + 1) & 0xff);
+}
+
+} // namespace asio_rdma::test
+
+namespace asio_rdma::test {
+
+/// Two ends of one connection on the device under test.
+struct connected_pair {
+  asio_rdma::acceptor acceptor;
+  asio_rdma::connection server;
+  asio_rdma::connection client;
+};
+
+/// Listens on an ephemeral port, connects to it and accepts, concurrently.
+/// (Options by value and no `{}` defaults: GCC 12 mishandles brace-initialised
+/// temporaries inside co_await expressions.)
+inline asio::awaitable<connected_pair> make_pair(connection_options server_options,
+                                                 connection_options client_options) {
+  auto ex = co_await asio::this_coro::executor;
+  acceptor_options aopts;
+  aopts.connection = server_options;
+  connected_pair p{acceptor(ex, device_address(), 0, aopts), {}, {}};
+  bool accepted = false;
+  std::exception_ptr accept_error;
+  asio::steady_timer accepted_signal(ex, asio::steady_timer::time_point::max());
+  asio::co_spawn(ex, p.acceptor.async_accept(asio::use_awaitable),
+                 [&](std::exception_ptr e, connection c) {
+                   accept_error = e;
+                   p.server = std::move(c);
+                   accepted = true;
+                   accepted_signal.cancel();
+                 });
+  p.client = co_await async_connect(ex, device_address(), p.acceptor.local_endpoint().port(),
+                                    client_options, asio::use_awaitable);
+  if (!accepted)
+    co_await accepted_signal.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (accept_error)
+    std::rethrow_exception(accept_error);
+  co_return std::move(p);
+}
+
+inline asio::awaitable<connected_pair> make_pair() {
+  connection_options defaults;
+  co_return co_await make_pair(defaults, defaults);
+}
+
+} // namespace asio_rdma::test

@@ -1,0 +1,275 @@
+// Connection establishment on a real device: accept, reject with private data,
+// refused, unreachable, bad options, many connections at once.
+#define BOOST_TEST_MODULE integration_connect
+#include "rdma_test.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstring>
+#include <vector>
+
+namespace ar = asio_rdma;
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::use_awaitable;
+using asio_rdma::test::device_address;
+using asio_rdma::test::run;
+
+namespace {
+
+// Named, not `{}`: GCC 12 mishandles brace-initialised temporaries inside a
+// co_await expression (the temporary's destructor runs on a bad copy).
+const ar::connection_options no_options;
+
+std::vector<std::byte> bytes(const char* text) {
+  std::vector<std::byte> v(std::strlen(text));
+  std::memcpy(v.data(), text, v.size());
+  return v;
+}
+
+bool starts_with(std::span<const std::byte> data, const char* text) {
+  return data.size() >= std::strlen(text) && std::memcmp(data.data(), text, std::strlen(text)) == 0;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(connect_and_accept_exchange_private_data) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor_options aopts;
+    aopts.connection.private_data = bytes("hello from server");
+    ar::acceptor acceptor(ex, device_address(), 0, aopts);
+    const auto port = acceptor.local_endpoint().port();
+    BOOST_TEST(port != 0);
+
+    ar::connection server_side;
+    asio::co_spawn(ex, [&]() -> awaitable<void> {
+      server_side = co_await acceptor.async_accept(use_awaitable);
+    }, ar::test::report_failure);
+
+    ar::connection_options copts;
+    copts.private_data = bytes("hello from client");
+    auto client = co_await ar::async_connect(ex, device_address(), port, copts, use_awaitable);
+    BOOST_TEST(client.is_open());
+    BOOST_TEST(starts_with(client.peer_private_data(), "hello from server"));
+    BOOST_TEST(client.remote_endpoint().address().to_string() == device_address());
+    BOOST_TEST(client.remote_endpoint().port() == port);
+    while (!server_side.is_open()) { // the acceptor sees ESTABLISHED a moment later
+      asio::steady_timer t(ex, std::chrono::milliseconds(5));
+      co_await t.async_wait(use_awaitable);
+    }
+    BOOST_TEST(starts_with(server_side.peer_private_data(), "hello from client"));
+    BOOST_TEST(server_side.remote_endpoint().port() == client.local_endpoint().port());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(reject_with_private_data_is_seen_by_client) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0);
+    asio::co_spawn(ex, [&]() -> awaitable<void> {
+      auto request = co_await acceptor.async_accept_request(use_awaitable);
+      BOOST_TEST(starts_with(request.private_data(), "let me in"));
+      BOOST_TEST(request.remote_endpoint().address().to_string() == device_address());
+      auto reason = bytes("go away: quota");
+      request.reject(reason);
+      BOOST_TEST(!request.is_pending());
+    }, ar::test::report_failure);
+
+    ar::connection_options copts;
+    copts.private_data = bytes("let me in");
+    auto [ec, conn] = co_await ar::async_connect(ex, device_address(),
+                                                 acceptor.local_endpoint().port(), copts,
+                                                 asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == ar::errc::rejected, ec.message());
+    BOOST_TEST(!conn.is_open());
+    BOOST_TEST(starts_with(conn.peer_private_data(), "go away: quota"));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(request_accepted_with_own_private_data) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0);
+    asio::co_spawn(ex, [&]() -> awaitable<void> {
+      auto request = co_await acceptor.async_accept_request(use_awaitable);
+      ar::connection_options o;
+      o.private_data = bytes("welcome, ticket 42");
+      auto conn = co_await request.async_accept(o, use_awaitable);
+      BOOST_TEST(conn.is_open());
+      std::array<char, 16> buf{};
+      auto n = co_await conn.async_receive(asio::buffer(buf), use_awaitable);
+      BOOST_TEST(std::string(buf.data(), n) == "ping");
+      co_await conn.async_send(asio::buffer("pong", 4), use_awaitable);
+      auto [ec, m] = co_await conn.async_receive(asio::buffer(buf), asio::as_tuple(use_awaitable));
+      BOOST_TEST(ec == asio::error::eof, ec.message());
+    }, ar::test::report_failure);
+    auto conn = co_await ar::async_connect(ex, device_address(),
+                                           acceptor.local_endpoint().port(), no_options, use_awaitable);
+    BOOST_TEST(starts_with(conn.peer_private_data(), "welcome, ticket 42"));
+    co_await conn.async_send(asio::buffer("ping", 4), use_awaitable);
+    std::array<char, 16> buf{};
+    auto n = co_await conn.async_receive(asio::buffer(buf), use_awaitable);
+    BOOST_TEST(std::string(buf.data(), n) == "pong");
+    co_await conn.async_disconnect(use_awaitable);
+    asio::steady_timer t(ex, std::chrono::milliseconds(200));
+    co_await t.async_wait(use_awaitable);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(connect_to_port_without_listener_is_refused) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    std::uint16_t port = 0;
+    { // a port that was just free
+      ar::acceptor probe(ex, device_address(), 0);
+      port = probe.local_endpoint().port();
+    }
+    auto [ec, conn] = co_await ar::async_connect(ex, device_address(), port, no_options,
+                                                 asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == asio::error::connection_refused, ec.message());
+    BOOST_TEST(!conn.is_open());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(connect_to_address_without_rdma_device_fails_clearly) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::connection_options o;
+    o.timeout = std::chrono::seconds(5);
+    // 127.0.0.1 has no RDMA device (rxe cannot bind lo).
+    auto [ec, conn] = co_await ar::async_connect(ex, "127.0.0.1", 7471, o,
+                                                 asio::as_tuple(use_awaitable));
+    BOOST_TEST_MESSAGE("connect to 127.0.0.1: " << ec.message());
+    BOOST_TEST((ec == ar::errc::no_device || ec == ar::errc::address_resolution_failed ||
+                ec == ar::errc::unreachable ||
+                ec == ar::errc::route_resolution_failed || ec == asio::error::timed_out ||
+                ec == asio::error::connection_refused),
+               ec.message());
+    BOOST_TEST(!conn.is_open());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(unknown_host_name_is_host_not_found) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::connection_options o;
+    o.timeout = std::chrono::seconds(20);
+    auto [ec, conn] = co_await ar::async_connect(ex, "no-such-host.invalid", 7471, o,
+                                                 asio::as_tuple(use_awaitable));
+    BOOST_TEST((ec == asio::error::host_not_found || ec == asio::error::host_not_found_try_again),
+               ec.message());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(invalid_options_are_refused_before_anything_happens) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::connection_options o;
+    o.private_data.resize(57); // one byte over the CM's connect limit
+    BOOST_TEST(o.problem() != nullptr);
+    auto [ec, conn] = co_await ar::async_connect(ex, device_address(), 7471, o,
+                                                 asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == ar::errc::invalid_option, ec.message());
+    ar::acceptor acceptor(ex);
+    ar::acceptor_options bad;
+    bad.backlog = 0;
+    boost::system::error_code lec;
+    acceptor.listen(device_address(), 0, bad, lec);
+    BOOST_TEST(lec == ar::errc::invalid_option);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(connect_is_cancellable) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0); // never accepts: the request waits
+    asio::cancellation_signal cancel;
+    asio::steady_timer t(ex, std::chrono::milliseconds(300));
+    t.async_wait([&](auto) { cancel.emit(asio::cancellation_type::terminal); });
+    auto [ec, conn] = co_await ar::async_connect(
+        ex, device_address(), acceptor.local_endpoint().port(), no_options,
+        asio::bind_cancellation_slot(cancel.slot(), asio::as_tuple(use_awaitable)));
+    BOOST_TEST(ec == asio::error::operation_aborted, ec.message());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(accept_times_out_is_bounded_and_closing_acceptor_aborts_accept) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0);
+    asio::steady_timer t(ex, std::chrono::milliseconds(100));
+    t.async_wait([&](auto) { acceptor.close(); });
+    auto [ec, conn] = co_await acceptor.async_accept(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == asio::error::operation_aborted, ec.message());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(fifty_connections_to_one_acceptor_at_once) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    const int n = std::getenv("FIFTY_N") ? std::atoi(std::getenv("FIFTY_N")) : 50;
+    ar::acceptor_options aopts;
+    aopts.connection.max_message_size = 4096;
+    aopts.connection.send_queue_depth = 8;
+    aopts.connection.receive_queue_depth = 8;
+    ar::acceptor acceptor(ex, device_address(), 0, aopts);
+    const auto port = acceptor.local_endpoint().port();
+    int served = 0;
+    asio::co_spawn(ex, [&]() -> awaitable<void> {
+      for (int i = 0; i < n; ++i) {
+        auto conn = co_await acceptor.async_accept(use_awaitable);
+        asio::co_spawn(ex, [&, c = std::move(conn)]() mutable -> awaitable<void> {
+          std::array<std::byte, 4096> buf;
+          auto m = co_await c.async_receive(asio::buffer(buf), use_awaitable);
+          co_await c.async_send(asio::buffer(buf.data(), m), use_awaitable);
+          ++served;
+          auto [ec, k] = co_await c.async_receive(asio::buffer(buf), asio::as_tuple(use_awaitable));
+          BOOST_TEST(ec == asio::error::eof, ec.message());
+        }, ar::test::report_failure);
+      }
+    }, ar::test::report_failure);
+
+    int verified = 0, finished = 0;
+    asio::steady_timer all_done(ex, asio::steady_timer::time_point::max());
+    for (int i = 0; i < n; ++i) {
+      asio::co_spawn(ex, [&, i]() -> awaitable<void> {
+        ar::connection_options o;
+        o.max_message_size = 4096;
+        o.send_queue_depth = 8;
+        o.receive_queue_depth = 8;
+        auto c = co_await ar::async_connect(ex, device_address(), port, o, use_awaitable);
+        std::string msg = "client " + std::to_string(i);
+        co_await c.async_send(asio::buffer(msg), use_awaitable);
+        std::array<char, 64> buf{};
+        auto m = co_await c.async_receive(asio::buffer(buf), use_awaitable);
+        if (std::string(buf.data(), m) == msg)
+          ++verified;
+        co_await c.async_disconnect(use_awaitable);
+      }, [&](std::exception_ptr e) {
+        if (e) {
+          try { std::rethrow_exception(e); } catch (const std::exception& x) {
+            BOOST_ERROR("client failed: " << x.what());
+          }
+        }
+        if (++finished == n)
+          all_done.cancel();
+      });
+    }
+    co_await all_done.async_wait(asio::as_tuple(use_awaitable));
+    BOOST_TEST(verified == n);
+    BOOST_TEST(served == n);
+  }, std::chrono::seconds(300));
+}

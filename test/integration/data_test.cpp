@@ -1,0 +1,351 @@
+// Messages on a real device: sizes, limits, pipelining, completion tokens,
+// disconnect, cancellation, close, back-pressure.
+#define BOOST_TEST_MODULE integration_data
+#include "rdma_test.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <future>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+namespace ar = asio_rdma;
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::use_awaitable;
+using ar::test::make_pair;
+using ar::test::pattern;
+using ar::test::run;
+
+namespace {
+
+std::vector<std::byte> message(std::uint64_t seq, std::size_t size) {
+  std::vector<std::byte> m(size);
+  for (std::size_t i = 0; i < size; ++i)
+    m[i] = pattern(seq, i);
+  return m;
+}
+
+awaitable<void> sleep_ms(int ms) {
+  asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
+  co_await t.async_wait(use_awaitable);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(sizes_zero_one_4096_and_maximum_arrive_intact) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options o;
+    o.max_message_size = 64 * 1024;
+    auto p = co_await make_pair(o, o);
+    std::uint64_t seq = 0;
+    for (std::size_t size : {std::size_t(0), std::size_t(1), std::size_t(4096), o.max_message_size}) {
+      auto out = message(++seq, size);
+      std::vector<std::byte> in(o.max_message_size, std::byte{0xEE});
+      auto sent = co_await p.client.async_send(asio::buffer(out), use_awaitable);
+      BOOST_TEST(sent == size);
+      auto n = co_await p.server.async_receive(asio::buffer(in), use_awaitable);
+      BOOST_TEST(n == size);
+      BOOST_TEST(std::equal(out.begin(), out.end(), in.begin()), "size " << size);
+      // and back, gathered from two buffers and scattered into two
+      std::size_t half = size / 2;
+      co_await p.server.async_send(
+          std::array{asio::buffer(out.data(), half), asio::buffer(out.data() + half, size - half)},
+          use_awaitable);
+      std::vector<std::byte> a(half), b(o.max_message_size);
+      n = co_await p.client.async_receive(std::array{asio::buffer(a), asio::buffer(b)},
+                                          use_awaitable);
+      BOOST_TEST(n == size);
+      BOOST_TEST(std::equal(out.begin(), out.begin() + half, a.begin()));
+      BOOST_TEST(std::equal(out.begin() + half, out.end(), b.begin()));
+    }
+  });
+}
+
+BOOST_AUTO_TEST_CASE(message_over_maximum_is_refused_before_posting) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options o;
+    o.max_message_size = 4096;
+    auto p = co_await make_pair(o, o);
+    auto big = message(1, 4097);
+    auto [ec, n] = co_await p.client.async_send(asio::buffer(big), asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == ar::errc::message_too_large, ec.message());
+    BOOST_TEST(n == 0u);
+    BOOST_TEST(p.client.is_open()); // nothing was posted: the connection is fine
+    auto ok = message(2, 4096);
+    co_await p.client.async_send(asio::buffer(ok), use_awaitable);
+    std::vector<std::byte> in(4096);
+    BOOST_TEST(co_await p.server.async_receive(asio::buffer(in), use_awaitable) == 4096u);
+    BOOST_TEST(in == ok);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(message_larger_than_peer_buffers_fails_that_connection_only) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options small, large;
+    small.max_message_size = 1024;
+    large.max_message_size = 8192;
+    auto bad = co_await make_pair(small, large);   // server buffers 1 KiB, client sends 8 KiB
+    auto good = co_await make_pair(small, small);
+    std::vector<std::byte> in(8192);
+    auto too_big = message(1, 4096);
+    auto [sec, sn] = co_await bad.client.async_send(asio::buffer(too_big),
+                                                    asio::as_tuple(use_awaitable));
+    BOOST_TEST_MESSAGE("sender: " << sec.message() << " / " << sec.category().name());
+    BOOST_TEST((sec.category() == ar::wc_category()));
+    BOOST_TEST((sec == ar::wc_condition::remote), sec.message());
+    auto [rec, rn] = co_await bad.server.async_receive(asio::buffer(in),
+                                                       asio::as_tuple(use_awaitable));
+    BOOST_TEST_MESSAGE("receiver: " << rec.message());
+    // The device decides the exact status: LOC_LEN_ERR on most, LOC_QP_OP_ERR on rxe.
+    BOOST_TEST((rec == ar::wc_condition::local), rec.message());
+    BOOST_TEST((rec.category() == ar::wc_category()));
+    BOOST_TEST(!bad.server.is_open());
+    // The other connection is untouched.
+    auto m = message(7, 1024);
+    co_await good.client.async_send(asio::buffer(m), use_awaitable);
+    BOOST_TEST(co_await good.server.async_receive(asio::buffer(in), use_awaitable) == 1024u);
+    BOOST_TEST(std::equal(m.begin(), m.end(), in.begin()));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(two_thousand_messages_from_eight_coroutines_every_byte_checked) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::connection_options o;
+    o.max_message_size = 2048;
+    o.send_queue_depth = 16; // fewer than the coroutines' sends in flight: they queue
+    o.receive_queue_depth = 32;
+    auto p = co_await make_pair(o, o);
+    constexpr std::uint64_t total = 2000;
+    constexpr int coroutines = 8;
+    // Server: echo everything.
+    asio::co_spawn(ex, [&]() -> awaitable<void> {
+      std::vector<std::byte> buf(2048);
+      for (std::uint64_t i = 0; i < total; ++i) {
+        auto n = co_await p.server.async_receive(asio::buffer(buf), use_awaitable);
+        co_await p.server.async_send(asio::buffer(buf.data(), n), use_awaitable);
+      }
+    }, ar::test::report_failure);
+    std::uint64_t next = 0, received = 0, good = 0;
+    int done = 0;
+    asio::steady_timer finished(ex, asio::steady_timer::time_point::max());
+    for (int c = 0; c < coroutines; ++c)
+      asio::co_spawn(ex, [&]() -> awaitable<void> {
+        std::vector<std::byte> in(2048);
+        while (next < total) {
+          std::uint64_t seq = next++;
+          auto out = message(seq, 1 + seq % 2048);
+          co_await p.client.async_send(asio::buffer(out), use_awaitable);
+          auto n = co_await p.client.async_receive(asio::buffer(in), use_awaitable);
+          std::uint64_t k = received++; // k-th echo is message k (RC keeps order)
+          auto expect = message(k, 1 + k % 2048);
+          if (n == expect.size() && std::equal(expect.begin(), expect.end(), in.begin()))
+            ++good;
+        }
+      }, [&](std::exception_ptr e) {
+        if (e) try { std::rethrow_exception(e); } catch (const std::exception& x) {
+          BOOST_ERROR(x.what());
+        }
+        if (++done == coroutines)
+          finished.cancel();
+      });
+    co_await finished.async_wait(asio::as_tuple(use_awaitable));
+    BOOST_TEST(received == total);
+    BOOST_TEST(good == total);
+  }, std::chrono::seconds(300));
+}
+
+BOOST_AUTO_TEST_CASE(callbacks_and_use_future_complete_too) {
+  asio::io_context io;
+  ar::test::connected_pair p{ar::acceptor(io.get_executor()), {}, {}};
+  run(io, [&]() -> awaitable<void> { p = co_await make_pair(); });
+
+  // Callbacks.
+  BOOST_TEST_CHECKPOINT("callbacks");
+  std::string got;
+  bool sent = false;
+  std::array<char, 32> buf{};
+  p.server.async_receive(asio::buffer(buf), [&](boost::system::error_code ec, std::size_t n) {
+    BOOST_TEST(!ec);
+    got.assign(buf.data(), n);
+  });
+  p.client.async_send(asio::buffer("callback", 8), [&](boost::system::error_code ec, std::size_t) {
+    BOOST_TEST(!ec);
+    sent = true;
+  });
+  io.restart();
+  for (int i = 0; i < 2000 && (got.empty() || !sent); ++i)
+    io.run_for(std::chrono::milliseconds(10));
+  BOOST_TEST(sent);
+  BOOST_TEST(got == "callback");
+
+  // use_future, with the io_context running on another thread.
+  BOOST_TEST_CHECKPOINT("use_future");
+  io.restart();
+  auto guard = asio::make_work_guard(io);
+  std::thread runner([&] { io.run(); });
+  auto bounded = [](auto& future) {
+    return future.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  };
+  std::array<char, 32> fbuf{};
+  auto rf = asio::post(io, asio::use_future([&] {
+              return p.server.async_receive(asio::buffer(fbuf), asio::use_future);
+            })).get();
+  auto sf = asio::post(io, asio::use_future([&] {
+              return p.client.async_send(asio::buffer("future", 6), asio::use_future);
+            })).get();
+  BOOST_TEST_REQUIRE(bounded(sf));
+  BOOST_TEST(sf.get() == 6u);
+  BOOST_TEST_REQUIRE(bounded(rf));
+  BOOST_TEST(rf.get() == 6u);
+  BOOST_TEST(std::string(fbuf.data(), 6) == "future");
+  // deferred, launched later with a callback
+  BOOST_TEST_CHECKPOINT("deferred");
+  auto op = p.client.async_send(asio::buffer("deferred", 8), asio::deferred);
+  std::promise<std::size_t> done;
+  auto done_future = done.get_future();
+  asio::post(io, [&] { std::move(op)([&](auto, std::size_t n) { done.set_value(n); }); });
+  BOOST_TEST_REQUIRE(bounded(done_future));
+  BOOST_TEST(done_future.get() == 8u);
+  guard.reset();
+  asio::post(io, [&] {
+    p.client.close();
+    p.server.close();
+    p.acceptor.close();
+  });
+  runner.join();
+}
+
+BOOST_AUTO_TEST_CASE(active_and_passive_disconnect_end_pending_receives_with_eof) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto p = co_await make_pair();
+    boost::system::error_code server_ec, client_ec;
+    int pending = 2;
+    asio::steady_timer both(ex, asio::steady_timer::time_point::max());
+    std::array<std::byte, 64> sbuf, cbuf;
+    // A message sent before the disconnect is still delivered first.
+    co_await p.client.async_send(asio::buffer("last words", 10), use_awaitable);
+    auto n = co_await p.server.async_receive(asio::buffer(sbuf), use_awaitable);
+    BOOST_TEST(n == 10u);
+    p.server.async_receive(asio::buffer(sbuf), [&](boost::system::error_code ec, std::size_t) {
+      server_ec = ec;
+      if (--pending == 0) both.cancel();
+    });
+    p.client.async_receive(asio::buffer(cbuf), [&](boost::system::error_code ec, std::size_t) {
+      client_ec = ec;
+      if (--pending == 0) both.cancel();
+    });
+    co_await sleep_ms(20);
+    co_await p.client.async_disconnect(use_awaitable); // active side
+    if (pending > 0) // both may have completed already
+      co_await both.async_wait(asio::as_tuple(use_awaitable));
+    BOOST_TEST(client_ec == asio::error::eof, client_ec.message());
+    BOOST_TEST(server_ec == asio::error::eof, server_ec.message()); // passive side
+    BOOST_TEST(!p.client.is_open());
+    BOOST_TEST(!p.server.is_open());
+    auto [sec, sn] = co_await p.client.async_send(asio::buffer("x", 1), asio::as_tuple(use_awaitable));
+    BOOST_TEST(sec == asio::error::not_connected, sec.message());
+    auto [rec, rn] = co_await p.server.async_receive(asio::buffer(sbuf), asio::as_tuple(use_awaitable));
+    BOOST_TEST(rec == asio::error::eof, rec.message());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(cancelled_receive_loses_no_message) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto p = co_await make_pair();
+    asio::cancellation_signal cancel;
+    asio::steady_timer t(ex, std::chrono::milliseconds(50));
+    t.async_wait([&](auto) { cancel.emit(asio::cancellation_type::terminal); });
+    std::array<char, 16> buf{};
+    auto [ec, n] = co_await p.server.async_receive(
+        asio::buffer(buf), asio::bind_cancellation_slot(cancel.slot(), asio::as_tuple(use_awaitable)));
+    BOOST_TEST(ec == asio::error::operation_aborted, ec.message());
+    BOOST_TEST(p.server.is_open());
+    co_await p.client.async_send(asio::buffer("after", 5), use_awaitable);
+    n = co_await p.server.async_receive(asio::buffer(buf), use_awaitable);
+    BOOST_TEST(std::string(buf.data(), n) == "after");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(too_small_receive_buffer_keeps_the_message) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    co_await p.client.async_send(asio::buffer("0123456789", 10), use_awaitable);
+    std::array<char, 4> small{};
+    auto [ec, n] = co_await p.server.async_receive(asio::buffer(small), asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == ar::errc::buffer_too_small, ec.message());
+    std::array<char, 16> big{};
+    n = co_await p.server.async_receive(asio::buffer(big), use_awaitable);
+    BOOST_TEST(std::string(big.data(), n) == "0123456789");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(close_aborts_pending_operations) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto p = co_await make_pair();
+    boost::system::error_code ec1;
+    bool done = false;
+    std::array<char, 16> buf{};
+    p.server.async_receive(asio::buffer(buf), [&](boost::system::error_code ec, std::size_t) {
+      ec1 = ec;
+      done = true;
+    });
+    co_await sleep_ms(10);
+    p.server.close();
+    for (int i = 0; i < 100 && !done; ++i)
+      co_await sleep_ms(10);
+    BOOST_TEST(done);
+    BOOST_TEST(ec1 == asio::error::operation_aborted, ec1.message());
+    // The peer sees the connection end.
+    auto [ec, n] = co_await p.client.async_receive(asio::buffer(buf), asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == asio::error::eof, ec.message());
+    (void)ex;
+  });
+}
+
+BOOST_AUTO_TEST_CASE(fast_sender_is_held_back_not_failed) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options o;
+    o.receive_queue_depth = 4; // the receiver can hold only 4 unread messages
+    o.send_queue_depth = 4;
+    o.max_message_size = 1024;
+    auto p = co_await make_pair(o, o);
+    constexpr int total = 64;
+    int sent = 0;
+    auto ex = co_await asio::this_coro::executor;
+    asio::co_spawn(ex, [&]() -> awaitable<void> {
+      for (int i = 0; i < total; ++i) {
+        auto m = message(i, 512);
+        co_await p.client.async_send(asio::buffer(m), use_awaitable);
+        ++sent;
+      }
+    }, ar::test::report_failure);
+    co_await sleep_ms(500); // the receiver is slow to start
+    BOOST_TEST(sent < total); // back-pressure held the sender
+    std::vector<std::byte> in(1024);
+    for (int i = 0; i < total; ++i) {
+      auto n = co_await p.server.async_receive(asio::buffer(in), use_awaitable);
+      auto expect = message(i, 512);
+      BOOST_TEST(n == 512u);
+      BOOST_TEST(std::equal(expect.begin(), expect.end(), in.begin()), "message " << i);
+    }
+    for (int i = 0; i < 100 && sent < total; ++i)
+      co_await sleep_ms(10);
+    BOOST_TEST(sent == total);
+  });
+}
