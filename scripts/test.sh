@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs every test of the project:
+#   1. unit tests (no device) on this machine;
+#   2. netns tests (raw packets on veth pairs in namespaces the tests create;
+#      needs root) on this machine;
+#   3. integration tests against real verbs: on the local RDMA device if
+#      there is one, otherwise inside the SoftRoCE VM (test/vm/run.sh).
+# Nothing is skipped: a missing device, VM or privilege is a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${BUILD_DIR:-build}
+
+scripts/setup.sh
+scripts/build.sh
+
+status=0
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+run() { # label, command...
+  local label=$1
+  shift
+  echo "=== $label: $*"
+  if ! "$@" 2>&1 | tee "$log"; then
+    echo "=== $label: FAILED"
+    status=1
+  fi
+  # Add up ctest's "N% tests passed, F tests failed out of T".
+  local line
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
+  if [[ $line =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
+    failed=$((failed + BASH_REMATCH[1]))
+    passed=$((passed + BASH_REMATCH[2] - BASH_REMATCH[1]))
+  else
+    echo "=== $label: no test result found"
+    status=1
+  fi
+}
+
+run unit ctest --test-dir "$build_dir" -L unit --output-on-failure
+if [[ $(id -u) -ne 0 ]]; then
+  echo "=== netns: FAILED: the raw-packet tests create network namespaces and need root"
+  status=1
+else
+  run netns ctest --test-dir "$build_dir" -L netns --output-on-failure
+fi
+# One VM boot for all integration tests; CTest's own per-test timeouts apply.
+run integration test/vm/run.sh --timeout 3000 -- \
+  ctest --test-dir "$build_dir" -L integration --output-on-failure
+
+if [[ $status -eq 0 && $failed -eq 0 ]]; then
+  echo "=== all test groups passed"
+else
+  echo "=== some test group FAILED"
+  status=1
+fi
+echo "$passed passed, $failed failed"
+exit $status
