@@ -5,12 +5,15 @@
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cstring>
 
 namespace asio_rdma::detail {
@@ -194,6 +197,9 @@ error_code connection_impl::create_resources() {
     return ec;
   if ((ec = send_block_.allocate(pd(), send_depth, options_.max_message_size, 0)))
     return ec;
+  if ((ec = atomic_block_.allocate(pd(), send_depth, sizeof(std::uint64_t),
+                                   IBV_ACCESS_LOCAL_WRITE)))
+    return ec;
 
   ibv_qp_init_attr attr{};
   attr.send_cq = cq_->native();
@@ -363,7 +369,8 @@ void connection_impl::start_timer(bool for_disconnect) {
 
 // ---------------------------------------------------------------- data path
 
-void connection_impl::send(const const_buffer_array& buffers, size_handler handler) {
+void connection_impl::send(const const_buffer_array& buffers,
+                           std::optional<std::uint32_t> immediate, size_handler handler) {
   error_code ec;
   if (buffers.too_many)
     ec = asio::error::invalid_argument;
@@ -371,17 +378,53 @@ void connection_impl::send(const const_buffer_array& buffers, size_handler handl
     ec = errc::message_too_large;
   else if (state_ != state::open)
     ec = terminal_error(false);
-  operation* op = op_pool_.get();
-  op->owner = this;
-  op->kind = op_kind::send;
-  op->posted = false;
-  op->counted = false;
+  operation* op = new_op(op_kind::send);
   assign_handler(op->handler, std::move(handler));
   if (ec)
     return complete(op, ec, 0, true);
   op->on_complete = &connection_impl::on_send_complete;
   op->source = buffers;
   op->length = buffers.total_size;
+  op->immediate = immediate;
+  if (op->length <= op->small.size()) {
+    // Copy small messages now: cheap, and the caller's buffer is free at once.
+    std::byte* dst = op->small.data();
+    for (std::size_t i = 0; i < buffers.count; ++i) {
+      std::memcpy(dst, buffers.buffers[i].data(), buffers.buffers[i].size());
+      dst += buffers.buffers[i].size();
+    }
+    op->source.buffers[0] = asio::const_buffer(op->small.data(), op->length);
+    op->source.count = op->length > 0 ? 1 : 0;
+  }
+  queue_send(op);
+}
+
+void connection_impl::work(const work_request& request, size_handler handler) {
+  error_code ec = state_ != state::open ? terminal_error(false) : check_work(request);
+  operation* op = new_op(op_kind::work);
+  assign_handler(op->handler, std::move(handler));
+  if (ec)
+    return complete(op, ec, 0, true);
+  op->on_complete = &connection_impl::on_send_complete;
+  prepare_work(op, request);
+  queue_send(op);
+}
+
+operation* connection_impl::new_op(op_kind kind) {
+  operation* op = op_pool_.get();
+  op->owner = this;
+  op->kind = kind;
+  op->posted = false;
+  op->counted = false;
+  op->atomic = false;
+  op->wants_message = false;
+  op->immediate.reset();
+  op->send_slot = operation::no_slot;
+  op->length = 0;
+  return op;
+}
+
+void connection_impl::queue_send(operation* op) {
   op->counted = true;
   op_started();
   pending_sends_.push(op);
@@ -396,15 +439,100 @@ void connection_impl::send(const const_buffer_array& buffers, size_handler handl
     schedule_flush();
 }
 
+error_code connection_impl::check_work(const work_request& r) const {
+  using kind = work_request::kind;
+  if (r.too_many || r.count > max_send_sge_)
+    return asio::error::invalid_argument; // more scatter/gather entries than the QP takes
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < r.count; ++i) {
+    if (!r.local[i].in_bounds)
+      return errc::out_of_bounds;
+    total += r.local[i].length;
+  }
+  switch (r.op) {
+  case kind::send:
+    return total > options_.max_message_size ? error_code(errc::message_too_large) : error_code();
+  case kind::write:
+  case kind::read:
+    return total > r.remote.length ? error_code(errc::out_of_bounds) : error_code();
+  case kind::fetch_add:
+  case kind::compare_swap:
+    if (r.remote.address % 8 != 0)
+      return errc::misaligned;
+    return r.remote.length < 8 ? error_code(errc::out_of_bounds) : error_code();
+  }
+  return {};
+}
+
+void connection_impl::prepare_work(operation* op, const work_request& r) {
+  using kind = work_request::kind;
+  ibv_send_wr& wr = op->wr;
+  wr = {};
+  wr.wr_id = op->wr_id();
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = op->sge;
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < r.count; ++i) {
+    op->sge[i] = {reinterpret_cast<std::uintptr_t>(r.local[i].data), r.local[i].length,
+                  r.local[i].lkey};
+    total += r.local[i].length;
+  }
+  wr.num_sge = static_cast<int>(r.count);
+  op->length = total;
+  switch (r.op) {
+  case kind::send:
+    wr.opcode = IBV_WR_SEND;
+    break;
+  case kind::write:
+    wr.opcode = r.immediate ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+    break;
+  case kind::read:
+    wr.opcode = IBV_WR_RDMA_READ;
+    break;
+  case kind::fetch_add:
+  case kind::compare_swap:
+    wr.opcode = r.op == kind::fetch_add ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
+    wr.wr.atomic.remote_addr = r.remote.address;
+    wr.wr.atomic.rkey = r.remote.rkey;
+    wr.wr.atomic.compare_add = r.compare_add;
+    wr.wr.atomic.swap = r.swap;
+    wr.num_sge = 1; // the result slot, assigned when posted
+    op->atomic = true;
+    break;
+  }
+  if (r.op == kind::write || r.op == kind::read) {
+    wr.wr.rdma.remote_addr = r.remote.address;
+    wr.wr.rdma.rkey = r.remote.rkey;
+  }
+  if (r.immediate) {
+    wr.imm_data = htonl(*r.immediate);
+    if (r.op == kind::send)
+      wr.opcode = IBV_WR_SEND_WITH_IMM;
+  }
+}
+
 void connection_impl::receive(const mutable_buffer_array& buffers, size_handler handler) {
-  operation* op = op_pool_.get();
-  op->owner = this;
-  op->kind = op_kind::receive;
-  op->posted = false;
-  op->counted = false;
+  operation* op = new_receive(buffers);
   assign_handler(op->handler, std::move(handler));
+  start_receive(op);
+}
+
+void connection_impl::receive_message(const mutable_buffer_array& buffers,
+                                      message_handler handler) {
+  operation* op = new_receive(buffers);
+  op->wants_message = true;
+  assign_handler(op->message_handler_, std::move(handler));
+  start_receive(op);
+}
+
+operation* connection_impl::new_receive(const mutable_buffer_array& buffers) {
+  operation* op = new_op(op_kind::receive);
   op->destination = buffers;
-  if (buffers.too_many)
+  return op;
+}
+
+void connection_impl::start_receive(operation* op) {
+  if (op->destination.too_many)
     return complete(op, asio::error::invalid_argument, 0, true);
   // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
   if (arrived_count_ == 0 && state_ == state::open && cq_)
@@ -416,12 +544,59 @@ void connection_impl::receive(const mutable_buffer_array& buffers, size_handler 
   op->counted = true;
   op_started();
   waiting_receives_.push(op);
-  auto slot = asio::get_associated_cancellation_slot(op->handler);
+  auto slot = op->wants_message ? asio::get_associated_cancellation_slot(op->message_handler_)
+                                : asio::get_associated_cancellation_slot(op->handler);
   if (slot.is_connected())
     slot.template emplace<op_canceller>(op_canceller{this, op});
 }
 
 void op_canceller::operator()(asio::cancellation_type) { impl->cancel(op); }
+
+void connection_impl::receive_remote_buffer(std::chrono::milliseconds timeout,
+                                            remote_buffer_handler handler) {
+  // A receive into a small buffer of our own, bounded by a timer that cancels
+  // it; the user's cancellation is forwarded the same way.
+  struct advert_wait {
+    explicit advert_wait(const asio::any_io_executor& ex) : timer(ex) {}
+    asio::steady_timer timer;
+    asio::cancellation_signal cancel;
+    std::array<std::byte, 64> bytes{};
+    remote_buffer_handler handler;
+    bool timed_out = false;
+  };
+  auto wait = std::make_shared<advert_wait>(ex_);
+  assign_handler(wait->handler, std::move(handler));
+  auto user_slot = asio::get_associated_cancellation_slot(wait->handler);
+  if (user_slot.is_connected())
+    user_slot.assign([w = std::weak_ptr<advert_wait>(wait)](asio::cancellation_type type) {
+      if (auto locked = w.lock())
+        locked->cancel.emit(type);
+    });
+  wait->timer.expires_after(timeout);
+  wait->timer.async_wait([w = std::weak_ptr<advert_wait>(wait)](const error_code& ec) {
+    auto locked = w.lock();
+    if (!ec && locked) {
+      locked->timed_out = true;
+      locked->cancel.emit(asio::cancellation_type::terminal);
+    }
+  });
+  auto buffer = make_buffer_array<asio::mutable_buffer>(asio::buffer(wait->bytes));
+  receive(buffer, asio::bind_cancellation_slot(
+                      wait->cancel.slot(), [wait, ex = ex_](error_code ec, std::size_t n) {
+                        wait->timer.cancel();
+                        auto slot = asio::get_associated_cancellation_slot(wait->handler);
+                        if (slot.is_connected())
+                          slot.clear();
+                        remote_buffer result;
+                        if (!ec)
+                          result = remote_buffer::decode(std::span(wait->bytes.data(), n), ec);
+                        else if (ec == asio::error::operation_aborted && wait->timed_out)
+                          ec = asio::error::timed_out;
+                        else if (ec == errc::buffer_too_small)
+                          ec = errc::protocol_error; // far longer than an advertisement
+                        dispatch_handler(ex, std::move(wait->handler), ec, result);
+                      }));
+}
 
 void connection_impl::cancel(operation* op) {
   bool removed = op->kind == op_kind::receive ? waiting_receives_.remove(op)
@@ -485,7 +660,14 @@ void connection_impl::flush() {
     auto cancel_slot = asio::get_associated_cancellation_slot(op->handler);
     if (cancel_slot.is_connected())
       cancel_slot.clear(); // posted RC work cannot be withdrawn alone
-    prepare_send(op);
+    if (op->kind == op_kind::send) {
+      prepare_send(op);
+    } else if (op->atomic) {
+      op->send_slot = free_send_slots_.back();
+      free_send_slots_.pop_back();
+      op->sge[0] = {reinterpret_cast<std::uintptr_t>(atomic_block_.slot(op->send_slot)),
+                    sizeof(std::uint64_t), atomic_block_.mr->lkey};
+    }
     if (last)
       last->next = &op->wr;
     else
@@ -516,7 +698,9 @@ void connection_impl::prepare_send(operation* op) {
   ibv_send_wr& wr = op->wr;
   wr = {};
   wr.wr_id = op->wr_id();
-  wr.opcode = IBV_WR_SEND;
+  wr.opcode = op->immediate ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+  if (op->immediate)
+    wr.imm_data = htonl(*op->immediate);
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.sg_list = op->sge;
   op->send_slot = operation::no_slot;
@@ -558,6 +742,9 @@ void connection_impl::on_send_complete(completion_target* target, const ibv_wc& 
   // RC completes send-queue work in posting order.
   self->posted_sends_.pop();
   --self->send_outstanding_;
+  std::uint64_t value = op->length;
+  if (op->atomic && wc.status == IBV_WC_SUCCESS)
+    std::memcpy(&value, self->atomic_block_.slot(op->send_slot), sizeof value);
   self->release_send_slot(op);
   error_code ec;
   if (wc.status == IBV_WC_WR_FLUSH_ERR) {
@@ -566,7 +753,7 @@ void connection_impl::on_send_complete(completion_target* target, const ibv_wc& 
     ec = make_wc_error(wc.status);
     self->begin_close(ec);
   }
-  self->complete(op, ec, ec ? 0 : op->length, false);
+  self->complete(op, ec, ec ? 0 : value, false);
   self->maybe_finish_close();
 }
 
@@ -578,6 +765,9 @@ void connection_impl::on_receive_complete(completion_target* target, const ibv_w
     auto& msg = self->arrived_[(self->arrived_head_ + self->arrived_count_) % self->arrived_.size()];
     msg.slot = slot->index;
     msg.length = wc.byte_len;
+    msg.has_immediate = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+    msg.immediate = msg.has_immediate ? ntohl(wc.imm_data) : 0;
+    msg.rdma_write = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM;
     ++self->arrived_count_;
   } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
     self->begin_close(make_wc_error(wc.status));
@@ -601,30 +791,49 @@ void connection_impl::fail_waiting_receives(bool defer) {
 }
 
 void connection_impl::deliver(operation* op, bool defer) {
-  auto& msg = arrived_[arrived_head_];
+  const arrived_message msg = arrived_[arrived_head_];
   const auto& dst = op->destination;
-  if (msg.length > dst.total_size)
-    return complete(op, errc::buffer_too_small, 0, defer); // message stays queued
-  const std::byte* src = receive_block_.slot(msg.slot);
-  std::size_t left = msg.length;
-  for (std::size_t i = 0; i < dst.count && left > 0; ++i) {
-    std::size_t n = std::min(left, dst.buffers[i].size());
-    std::memcpy(dst.buffers[i].data(), src, n);
-    src += n;
-    left -= n;
+  if (!msg.rdma_write) { // an RDMA write with immediate left its data in our region
+    if (msg.length > dst.total_size)
+      return complete(op, errc::buffer_too_small, 0, defer); // message stays queued
+    const std::byte* src = receive_block_.slot(msg.slot);
+    std::size_t left = msg.length;
+    for (std::size_t i = 0; i < dst.count && left > 0; ++i) {
+      std::size_t n = std::min(left, dst.buffers[i].size());
+      std::memcpy(dst.buffers[i].data(), src, n);
+      src += n;
+      left -= n;
+    }
   }
-  const std::size_t length = msg.length;
   to_repost_.push_back(msg.slot);
   arrived_head_ = (arrived_head_ + 1) % arrived_.size();
   --arrived_count_;
   if (defer)
     schedule_flush(); // inside the completion path the batch end flushes
-  complete(op, {}, length, defer);
+  received_message result;
+  result.size = msg.length;
+  if (msg.has_immediate)
+    result.immediate = msg.immediate;
+  result.rdma_write = msg.rdma_write;
+  complete(op, {}, msg.length, defer, &result);
 }
 
-void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, bool defer) {
-  auto handler = std::move(op->handler);
+void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, bool defer,
+                               const received_message* message) {
   const bool counted = op->counted;
+  if (op->wants_message) {
+    auto handler = std::move(op->message_handler_);
+    op_pool_.put(op);
+    if (counted)
+      op_finished();
+    received_message result = message ? *message : received_message();
+    if (defer)
+      post_handler(ex_, std::move(handler), ec, result);
+    else
+      dispatch_handler(ex_, std::move(handler), ec, result);
+    return;
+  }
+  auto handler = std::move(op->handler);
   op_pool_.put(op);
   if (counted)
     op_finished();
@@ -790,8 +999,23 @@ void connection_impl::sync_interest() {
 
 // ---------------------------------------------------------------- entry points
 
-void start_send(connection_impl* impl, const const_buffer_array& buffers, size_handler handler) {
-  impl->send(buffers, std::move(handler));
+void start_send(connection_impl* impl, const const_buffer_array& buffers,
+                std::optional<std::uint32_t> immediate, size_handler handler) {
+  impl->send(buffers, immediate, std::move(handler));
+}
+
+void start_work(connection_impl* impl, const work_request& request, size_handler handler) {
+  impl->work(request, std::move(handler));
+}
+
+void start_receive_message(connection_impl* impl, const mutable_buffer_array& buffers,
+                           message_handler handler) {
+  impl->receive_message(buffers, std::move(handler));
+}
+
+void start_receive_remote_buffer(connection_impl* impl, std::chrono::milliseconds timeout,
+                                 remote_buffer_handler handler) {
+  impl->receive_remote_buffer(timeout, std::move(handler));
 }
 
 void start_receive(connection_impl* impl, const mutable_buffer_array& buffers,

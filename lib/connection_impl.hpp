@@ -47,8 +47,12 @@ public:
                     const cm_event& request, connection_handler handler);
 
   // Operations (see connection.hpp for their contracts).
-  void send(const const_buffer_array& buffers, size_handler handler);
+  void send(const const_buffer_array& buffers, std::optional<std::uint32_t> immediate,
+            size_handler handler);
+  void work(const work_request& request, size_handler handler);
   void receive(const mutable_buffer_array& buffers, size_handler handler);
+  void receive_message(const mutable_buffer_array& buffers, message_handler handler);
+  void receive_remote_buffer(std::chrono::milliseconds timeout, remote_buffer_handler handler);
   void disconnect(void_handler handler);
   void close() noexcept;
 
@@ -61,6 +65,8 @@ public:
   rdma_cm_id* id() const { return id_.get(); }
   ibv_qp* qp() const { return id_ ? id_->qp : nullptr; }
   ibv_pd* pd() const { return device_ ? device_->pd.get() : nullptr; }
+  /// Keeps the device's protection domain alive (for memory regions).
+  std::shared_ptr<void> device_handle() const { return device_; }
 
   /// Withdraws a queued (not yet posted) operation; called by its
   /// cancellation slot.
@@ -91,6 +97,10 @@ private:
   static void on_send_complete(completion_target* target, const ibv_wc& wc);
   static void on_receive_complete(completion_target* target, const ibv_wc& wc);
   void deliver(operation* op, bool defer);
+  operation* new_receive(const mutable_buffer_array& buffers);
+  void start_receive(operation* op);
+  error_code check_work(const work_request& request) const;
+  void prepare_work(operation* op, const work_request& request);
   void deliver_waiting();
   void fail_waiting_receives(bool defer);
 
@@ -102,7 +112,10 @@ private:
   void teardown();
   void complete_disconnect(error_code ec);
 
-  void complete(operation* op, error_code ec, std::size_t bytes, bool defer);
+  void complete(operation* op, error_code ec, std::size_t bytes, bool defer,
+                const received_message* message = nullptr);
+  operation* new_op(op_kind kind);
+  void queue_send(operation* op);
 
   // A pending user operation needs the CM channel and the CQ waited on; an
   // idle connection leaves no work in the io_context (see fd_waiter).
@@ -123,12 +136,16 @@ private:
   std::shared_ptr<completion_queue> cq_;
   registered_block receive_block_;
   registered_block send_block_;
+  registered_block atomic_block_; // one 8-byte result per send slot
   bool qp_created_ = false;
 
   std::vector<receive_slot> receive_slots_;
   struct arrived_message {
     std::uint32_t slot;
     std::uint32_t length;
+    std::uint32_t immediate; // host order
+    bool has_immediate;
+    bool rdma_write; // RDMA write with immediate: nothing in the slot
   };
   std::vector<arrived_message> arrived_; // ring buffer, capacity receive_queue_depth
   std::size_t arrived_head_ = 0;

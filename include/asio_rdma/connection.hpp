@@ -4,15 +4,21 @@
 #include <asio_rdma/connection_options.hpp>
 #include <asio_rdma/detail/buffer_array.hpp>
 #include <asio_rdma/detail/handlers.hpp>
+#include <asio_rdma/detail/work_request.hpp>
 #include <asio_rdma/error.hpp>
+#include <asio_rdma/memory_region.hpp>
+#include <asio_rdma/remote_buffer.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 struct ibv_qp;
@@ -24,6 +30,18 @@ namespace asio_rdma {
 namespace detail {
 class connection_impl;
 } // namespace detail
+
+/// What async_receive_message reports about one received message.
+struct received_message {
+  /// Bytes received: the message's length, or for an RDMA write with
+  /// immediate, the length the peer wrote into our memory (nothing is copied
+  /// into the receive buffers then).
+  std::size_t size = 0;
+  /// The immediate value of a send or RDMA write with immediate (host order).
+  std::optional<std::uint32_t> immediate;
+  /// True if this completion reports an RDMA write with immediate.
+  bool rdma_write = false;
+};
 
 /// One RC connection, established by async_connect() or accepted by an
 /// acceptor / connection_request. Move-only; destroying it closes it.
@@ -91,9 +109,80 @@ public:
   /// type) is honoured while the send waits for room in the send queue; once
   /// posted, an RC work request can only be withdrawn by closing the
   /// connection, which flushes every posted request.
-  template <typename ConstBufferSequence,
-            typename CompletionToken = boost::asio::deferred_t>
+  template <typename ConstBufferSequence, typename CompletionToken = boost::asio::deferred_t>
+    requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
   auto async_send(const ConstBufferSequence& buffers, CompletionToken&& token = {});
+
+  /// The same with 32-bit immediate data (host order), which the receiver
+  /// sees in received_message::immediate (async_receive_message).
+  template <typename ConstBufferSequence, typename CompletionToken = boost::asio::deferred_t>
+    requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
+  auto async_send_with_imm(const ConstBufferSequence& buffers, std::uint32_t immediate,
+                           CompletionToken&& token = {});
+
+  /// Zero-copy send from registered memory: one buffer, or a gather list of
+  /// up to min(16, options().max_send_sge) buffers (libiwarp's post_send_lmr /
+  /// post_send_sgl). The device reads the memory until the operation
+  /// completes: do not change it before. Completion signature:
+  /// void(error_code, std::size_t). Errors as for async_send, plus
+  /// errc::out_of_bounds for an out-of-bounds slice (nothing posted).
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_send(const local_buffer& buffer, CompletionToken&& token = {});
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_send(std::span<const local_buffer> buffers, CompletionToken&& token = {});
+
+  /// RDMA write: copies `local` (one buffer or a gather list) into the peer's
+  /// `remote` memory, which must have been registered with
+  /// access::remote_write. The peer's CPU is not involved and sees no
+  /// completion. Completion signature: void(error_code, std::size_t bytes).
+  ///
+  /// Checked before posting: every slice in bounds, total length <=
+  /// remote.length (errc::out_of_bounds), at most max_send_sge entries
+  /// (asio::error::invalid_argument). A bad rkey or missing permission fails
+  /// with a wc_category() error (wc_condition::remote) and fails the
+  /// connection, as RC requires. `local` must not change until completion.
+  /// Cancellation: as for async_send.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_write(const local_buffer& local, const remote_buffer& remote,
+                   CompletionToken&& token = {});
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_write(std::span<const local_buffer> local, const remote_buffer& remote,
+                   CompletionToken&& token = {});
+
+  /// RDMA write with immediate: as async_write, and the peer's next receive
+  /// completes with received_message{size, immediate, rdma_write = true}.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_write_with_imm(const local_buffer& local, const remote_buffer& remote,
+                            std::uint32_t immediate, CompletionToken&& token = {});
+
+  /// RDMA read: copies the peer's `remote` memory (registered with
+  /// access::remote_read) into `local` (one buffer or a scatter list, from
+  /// regions registered with access::local_write). The local memory is
+  /// written by the device until the operation completes. Completion
+  /// signature: void(error_code, std::size_t bytes). Checks and errors as for
+  /// async_write.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_read(const local_buffer& local, const remote_buffer& remote,
+                  CompletionToken&& token = {});
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_read(std::span<const local_buffer> local, const remote_buffer& remote,
+                  CompletionToken&& token = {});
+
+  /// Atomically adds `value` to the 8-byte word at `remote` (registered with
+  /// access::remote_atomic). Completion signature:
+  /// void(error_code, std::uint64_t previous_value). errc::misaligned if the
+  /// address is not 8-byte aligned, errc::out_of_bounds if remote.length < 8.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_fetch_add(const remote_buffer& remote, std::uint64_t value,
+                       CompletionToken&& token = {});
+
+  /// Atomically replaces the 8-byte word at `remote` by `desired` if it
+  /// equals `expected`. Completion signature:
+  /// void(error_code, std::uint64_t previous_value): the swap happened iff
+  /// previous_value == expected. Checks as for async_fetch_add.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_compare_swap(const remote_buffer& remote, std::uint64_t expected,
+                          std::uint64_t desired, CompletionToken&& token = {});
 
   /// Receives the next message into `buffers` (scattered, at most 16 buffers).
   ///
@@ -112,6 +201,27 @@ public:
   template <typename MutableBufferSequence,
             typename CompletionToken = boost::asio::deferred_t>
   auto async_receive(const MutableBufferSequence& buffers, CompletionToken&& token = {});
+
+  /// As async_receive, reporting the immediate data and the kind of the
+  /// message too. Completion signature: void(error_code, received_message).
+  template <typename MutableBufferSequence,
+            typename CompletionToken = boost::asio::deferred_t>
+  auto async_receive_message(const MutableBufferSequence& buffers, CompletionToken&& token = {});
+
+  /// Advertises `remote` to the peer: sends its 24-byte encoding as one
+  /// message (libiwarp's iw_post_send_adv). Completion signature:
+  /// void(error_code, std::size_t).
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_send_remote_buffer(const remote_buffer& remote, CompletionToken&& token = {});
+
+  /// Awaits the peer's advertisement (libiwarp's iw_wait_recv_adv): the next
+  /// message, decoded. Completion signature: void(error_code, remote_buffer).
+  /// Errors: asio::error::timed_out after `timeout`; errc::protocol_error if
+  /// the message is not a valid advertisement (truncated, unknown version);
+  /// those of async_receive. Cancellation (any type) is honoured.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_receive_remote_buffer(std::chrono::milliseconds timeout,
+                                   CompletionToken&& token = {});
 
   /// Disconnects gracefully: the peer sees end-of-stream, posted work is
   /// flushed (operation_aborted), pending receives complete with eof.
@@ -138,11 +248,23 @@ public:
   detail::connection_impl* impl() const noexcept { return impl_.get(); }
 
 private:
+  template <typename ConstBufferSequence, typename CompletionToken>
+  auto async_send_with_imm_impl(const ConstBufferSequence& buffers,
+                                std::optional<std::uint32_t> immediate, CompletionToken&& token);
+
   std::shared_ptr<detail::connection_impl> impl_;
 };
 
 namespace detail {
-void start_send(connection_impl* impl, const const_buffer_array& buffers, size_handler handler);
+using message_handler = boost::asio::any_completion_handler<void(error_code, received_message)>;
+using remote_buffer_handler = boost::asio::any_completion_handler<void(error_code, remote_buffer)>;
+void start_send(connection_impl* impl, const const_buffer_array& buffers,
+                std::optional<std::uint32_t> immediate, size_handler handler);
+void start_work(connection_impl* impl, const work_request& request, size_handler handler);
+void start_receive_message(connection_impl* impl, const mutable_buffer_array& buffers,
+                           message_handler handler);
+void start_receive_remote_buffer(connection_impl* impl, std::chrono::milliseconds timeout,
+                                 remote_buffer_handler handler);
 void start_receive(connection_impl* impl, const mutable_buffer_array& buffers,
                    size_handler handler);
 void start_disconnect(connection_impl* impl, void_handler handler);

@@ -1,19 +1,140 @@
 // Template bodies of asio_rdma::connection.
 #pragma once
 
+#include <array>
+
 namespace asio_rdma {
+namespace detail {
+
+/// Initiates a posted operation (send, write, read, atomics) described by
+/// `request`; Signature is void(error_code, std::size_t) or the same with
+/// std::uint64_t (one type on LP64).
+template <typename Signature, typename CompletionToken>
+auto initiate_work(connection_impl* impl, const work_request& request, CompletionToken&& token) {
+  return boost::asio::async_initiate<CompletionToken, Signature>(
+      [](auto handler, connection_impl* impl, const work_request& request) {
+        if (!impl)
+          return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
+                             std::size_t(0));
+        start_work(impl, request, std::move(handler));
+      },
+      token, impl, request);
+}
+
+inline work_request make_request(work_request::kind op, std::span<const local_buffer> local,
+                                 const remote_buffer& remote = {}) {
+  work_request r;
+  r.op = op;
+  r.add(local);
+  r.remote = remote;
+  return r;
+}
+
+} // namespace detail
 
 template <typename ConstBufferSequence, typename CompletionToken>
+  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
 auto connection::async_send(const ConstBufferSequence& buffers, CompletionToken&& token) {
+  return async_send_with_imm_impl(buffers, std::nullopt, std::forward<CompletionToken>(token));
+}
+
+template <typename ConstBufferSequence, typename CompletionToken>
+  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
+auto connection::async_send_with_imm(const ConstBufferSequence& buffers, std::uint32_t immediate,
+                                     CompletionToken&& token) {
+  return async_send_with_imm_impl(buffers, immediate, std::forward<CompletionToken>(token));
+}
+
+template <typename ConstBufferSequence, typename CompletionToken>
+auto connection::async_send_with_imm_impl(const ConstBufferSequence& buffers,
+                                          std::optional<std::uint32_t> immediate,
+                                          CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-      [](auto handler, detail::connection_impl* impl, const detail::const_buffer_array& b) {
+      [](auto handler, detail::connection_impl* impl, const detail::const_buffer_array& b,
+         std::optional<std::uint32_t> imm) {
         if (!impl)
           return detail::post_result(std::move(handler),
                                      error_code(boost::asio::error::not_connected), std::size_t(0));
-        detail::start_send(impl, b, std::move(handler));
+        detail::start_send(impl, b, imm, std::move(handler));
       },
-      token, impl_.get(),
-      detail::make_buffer_array<boost::asio::const_buffer>(buffers));
+      token, impl_.get(), detail::make_buffer_array<boost::asio::const_buffer>(buffers),
+      immediate);
+}
+
+template <typename CompletionToken>
+auto connection::async_send(const local_buffer& buffer, CompletionToken&& token) {
+  return async_send(std::span<const local_buffer>(&buffer, 1),
+                    std::forward<CompletionToken>(token));
+}
+
+template <typename CompletionToken>
+auto connection::async_send(std::span<const local_buffer> buffers, CompletionToken&& token) {
+  return detail::initiate_work<void(error_code, std::size_t)>(
+      impl_.get(), detail::make_request(detail::work_request::kind::send, buffers),
+      std::forward<CompletionToken>(token));
+}
+
+template <typename CompletionToken>
+auto connection::async_write(const local_buffer& local, const remote_buffer& remote,
+                             CompletionToken&& token) {
+  return async_write(std::span<const local_buffer>(&local, 1), remote,
+                     std::forward<CompletionToken>(token));
+}
+
+template <typename CompletionToken>
+auto connection::async_write(std::span<const local_buffer> local, const remote_buffer& remote,
+                             CompletionToken&& token) {
+  return detail::initiate_work<void(error_code, std::size_t)>(
+      impl_.get(), detail::make_request(detail::work_request::kind::write, local, remote),
+      std::forward<CompletionToken>(token));
+}
+
+template <typename CompletionToken>
+auto connection::async_write_with_imm(const local_buffer& local, const remote_buffer& remote,
+                                      std::uint32_t immediate, CompletionToken&& token) {
+  auto request = detail::make_request(detail::work_request::kind::write,
+                                      std::span<const local_buffer>(&local, 1), remote);
+  request.immediate = immediate;
+  return detail::initiate_work<void(error_code, std::size_t)>(
+      impl_.get(), request, std::forward<CompletionToken>(token));
+}
+
+template <typename CompletionToken>
+auto connection::async_read(const local_buffer& local, const remote_buffer& remote,
+                            CompletionToken&& token) {
+  return async_read(std::span<const local_buffer>(&local, 1), remote,
+                    std::forward<CompletionToken>(token));
+}
+
+template <typename CompletionToken>
+auto connection::async_read(std::span<const local_buffer> local, const remote_buffer& remote,
+                            CompletionToken&& token) {
+  return detail::initiate_work<void(error_code, std::size_t)>(
+      impl_.get(), detail::make_request(detail::work_request::kind::read, local, remote),
+      std::forward<CompletionToken>(token));
+}
+
+template <typename CompletionToken>
+auto connection::async_fetch_add(const remote_buffer& remote, std::uint64_t value,
+                                 CompletionToken&& token) {
+  detail::work_request request;
+  request.op = detail::work_request::kind::fetch_add;
+  request.remote = remote;
+  request.compare_add = value;
+  return detail::initiate_work<void(error_code, std::uint64_t)>(
+      impl_.get(), request, std::forward<CompletionToken>(token));
+}
+
+template <typename CompletionToken>
+auto connection::async_compare_swap(const remote_buffer& remote, std::uint64_t expected,
+                                    std::uint64_t desired, CompletionToken&& token) {
+  detail::work_request request;
+  request.op = detail::work_request::kind::compare_swap;
+  request.remote = remote;
+  request.compare_add = expected;
+  request.swap = desired;
+  return detail::initiate_work<void(error_code, std::uint64_t)>(
+      impl_.get(), request, std::forward<CompletionToken>(token));
 }
 
 template <typename MutableBufferSequence, typename CompletionToken>
@@ -25,8 +146,53 @@ auto connection::async_receive(const MutableBufferSequence& buffers, CompletionT
                                      error_code(boost::asio::error::not_connected), std::size_t(0));
         detail::start_receive(impl, b, std::move(handler));
       },
-      token, impl_.get(),
-      detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
+      token, impl_.get(), detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
+}
+
+template <typename MutableBufferSequence, typename CompletionToken>
+auto connection::async_receive_message(const MutableBufferSequence& buffers,
+                                       CompletionToken&& token) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code, received_message)>(
+      [](auto handler, detail::connection_impl* impl, const detail::mutable_buffer_array& b) {
+        if (!impl)
+          return detail::post_result(std::move(handler),
+                                     error_code(boost::asio::error::not_connected),
+                                     received_message());
+        detail::start_receive_message(impl, b, std::move(handler));
+      },
+      token, impl_.get(), detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
+}
+
+template <typename CompletionToken>
+auto connection::async_send_remote_buffer(const remote_buffer& remote, CompletionToken&& token) {
+  // The encoding travels by value into the operation (the caller's array
+  // would be gone before a deferred operation starts).
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+      [](auto handler, detail::connection_impl* impl,
+         std::array<std::byte, remote_buffer::encoded_size> bytes) {
+        if (!impl)
+          return detail::post_result(std::move(handler),
+                                     error_code(boost::asio::error::not_connected), std::size_t(0));
+        // Short enough to go inline or be copied at post time: safe to point at.
+        detail::start_send(impl, detail::make_buffer_array<boost::asio::const_buffer>(
+                                     boost::asio::buffer(bytes)),
+                           std::nullopt, std::move(handler));
+      },
+      token, impl_.get(), remote.encode());
+}
+
+template <typename CompletionToken>
+auto connection::async_receive_remote_buffer(std::chrono::milliseconds timeout,
+                                             CompletionToken&& token) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code, remote_buffer)>(
+      [](auto handler, detail::connection_impl* impl, std::chrono::milliseconds timeout) {
+        if (!impl)
+          return detail::post_result(std::move(handler),
+                                     error_code(boost::asio::error::not_connected),
+                                     remote_buffer());
+        detail::start_receive_remote_buffer(impl, timeout, std::move(handler));
+      },
+      token, impl_.get(), timeout);
 }
 
 template <typename CompletionToken> auto connection::async_disconnect(CompletionToken&& token) {

@@ -1,0 +1,108 @@
+// asio-rdma: registered memory, for zero-copy sends and one-sided operations.
+#pragma once
+
+#include <asio_rdma/error.hpp>
+#include <asio_rdma/remote_buffer.hpp>
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+
+namespace asio_rdma {
+
+class connection;
+
+/// What a memory region allows (combine with |). Local read is always allowed.
+enum class access : int {
+  none = 0,
+  local_write = IBV_ACCESS_LOCAL_WRITE,
+  remote_write = IBV_ACCESS_REMOTE_WRITE,
+  remote_read = IBV_ACCESS_REMOTE_READ,
+  remote_atomic = IBV_ACCESS_REMOTE_ATOMIC,
+  /// Everything: local write, remote read, write and atomics.
+  all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+        IBV_ACCESS_REMOTE_ATOMIC,
+};
+constexpr access operator|(access a, access b) noexcept {
+  return static_cast<access>(static_cast<int>(a) | static_cast<int>(b));
+}
+constexpr bool has(access set, access flag) noexcept {
+  return (static_cast<int>(set) & static_cast<int>(flag)) == static_cast<int>(flag);
+}
+
+/// A contiguous part of a memory_region: the local side of a zero-copy send,
+/// an RDMA read/write or a scatter/gather entry. Made by memory_region::slice,
+/// which checks the bounds; an out-of-bounds slice is remembered, and any
+/// operation given it fails with errc::out_of_bounds before posting.
+struct local_buffer {
+  std::byte* data = nullptr;
+  std::uint32_t length = 0;
+  std::uint32_t lkey = 0;
+  bool in_bounds = true;
+};
+
+/// Memory registered with the protection domain of a connection's device
+/// (shared by every connection on that device, so one region serves them
+/// all). Move-only; deregisters in its destructor (and frees the memory if it
+/// allocated it). The memory must not be freed, and the region must not be
+/// destroyed, while an operation that uses it is in flight.
+///
+/// Registration is a system call that pins memory: register once, reuse for
+/// many operations (see also buffer_pool).
+class memory_region {
+public:
+  memory_region() noexcept;
+  /// Registers existing memory `buffer` (libiwarp's iw_lmr_register).
+  /// Throws boost::system::system_error.
+  memory_region(const connection& conn, std::span<std::byte> buffer, access flags);
+  memory_region(const connection& conn, std::span<std::byte> buffer, access flags,
+                error_code& ec);
+  /// Allocates `size` zeroed, page-aligned bytes and registers them
+  /// (libiwarp's iw_lmr_create). Throws boost::system::system_error.
+  memory_region(const connection& conn, std::size_t size, access flags);
+  memory_region(const connection& conn, std::size_t size, access flags, error_code& ec);
+  /// The same, on an explicit protection domain (e.g. from a connection's
+  /// native_protection_domain(), or your own verbs code). `pd` must outlive
+  /// the region.
+  memory_region(ibv_pd* pd, std::span<std::byte> buffer, access flags, error_code& ec);
+  memory_region(ibv_pd* pd, std::size_t size, access flags, error_code& ec);
+
+  memory_region(memory_region&&) noexcept;
+  memory_region& operator=(memory_region&&) noexcept;
+  ~memory_region();
+
+  bool is_registered() const noexcept { return mr_ != nullptr; }
+  std::span<std::byte> data() const noexcept { return {data_, size_}; }
+  std::size_t size() const noexcept { return size_; }
+  access flags() const noexcept { return flags_; }
+  std::uint32_t lkey() const noexcept;
+  std::uint32_t rkey() const noexcept;
+  ibv_mr* native_handle() const noexcept { return mr_; }
+
+  static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
+
+  /// [offset, offset + length) of the region as a local buffer (length npos:
+  /// to the end). Bounds are checked: see local_buffer.
+  local_buffer slice(std::size_t offset = 0, std::size_t length = npos) const noexcept;
+
+  /// [offset, offset + length) as the peer addresses it (to advertise).
+  remote_buffer remote(std::size_t offset = 0, std::size_t length = npos) const noexcept;
+
+private:
+  void init(ibv_pd* pd, std::byte* data, std::size_t size, bool owned, access flags,
+            error_code& ec);
+  void reset() noexcept;
+
+  std::shared_ptr<void> pd_owner_; // keeps the protection domain alive
+  ibv_mr* mr_ = nullptr;
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  bool owned_ = false;
+  access flags_ = access::none;
+};
+
+} // namespace asio_rdma

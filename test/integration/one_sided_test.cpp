@@ -1,0 +1,320 @@
+// One-sided operations on a real device: RDMA write/read, immediate data,
+// atomics, scatter/gather, bounds and permission checks, deep pipelines.
+#define BOOST_TEST_MODULE integration_one_sided
+#include "rdma_test.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstring>
+#include <numeric>
+#include <set>
+#include <vector>
+
+namespace ar = asio_rdma;
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::use_awaitable;
+using ar::test::make_pair;
+using ar::test::pattern;
+using ar::test::run;
+
+namespace {
+
+void fill(std::span<std::byte> s, std::uint64_t seq) {
+  for (std::size_t i = 0; i < s.size(); ++i)
+    s[i] = pattern(seq, i);
+}
+
+bool matches(std::span<const std::byte> s, std::uint64_t seq) {
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (s[i] != pattern(seq, i))
+      return false;
+  return true;
+}
+
+/// The server side advertises `region`; the client side receives it.
+awaitable<ar::remote_buffer> exchange(ar::test::connected_pair& p, const ar::memory_region& region) {
+  co_await p.server.async_send_remote_buffer(region.remote(), use_awaitable);
+  co_return co_await p.client.async_receive_remote_buffer(std::chrono::seconds(10), use_awaitable);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(write_then_read_back) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::memory_region target(p.server, 8192, ar::access::remote_write | ar::access::remote_read);
+    ar::memory_region local(p.client, 8192, ar::access::local_write);
+    auto remote = co_await exchange(p, target);
+    BOOST_TEST(remote.length == 8192u);
+    BOOST_TEST(remote.rkey == target.rkey());
+    fill(local.data().first(4096), 11);
+    auto n = co_await p.client.async_write(local.slice(0, 4096), remote.slice(1000, 4096),
+                                           use_awaitable);
+    BOOST_TEST(n == 4096u);
+    BOOST_TEST(matches(target.data().subspan(1000, 4096), 11)); // landed byte for byte
+    std::memset(local.data().data(), 0, local.size());
+    n = co_await p.client.async_read(local.slice(4096, 4096), remote.slice(1000, 4096),
+                                     use_awaitable);
+    BOOST_TEST(n == 4096u);
+    BOOST_TEST(matches(local.data().subspan(4096, 4096), 11));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(read_of_region_the_peer_filled) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::memory_region source(p.server, 65536, ar::access::remote_read);
+    fill(source.data(), 99);
+    std::vector<std::byte> plain(65536);
+    ar::memory_region local(p.client, std::span(plain), ar::access::local_write); // user memory
+    auto remote = co_await exchange(p, source);
+    auto n = co_await p.client.async_read(local.slice(), remote, use_awaitable);
+    BOOST_TEST(n == 65536u);
+    BOOST_TEST(matches(plain, 99));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(write_with_immediate_is_seen_by_the_receiver) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::memory_region target(p.server, 4096, ar::access::remote_write);
+    ar::memory_region local(p.client, 4096, ar::access::none);
+    fill(local.data(), 5);
+    auto remote = co_await exchange(p, target);
+    co_await p.client.async_write_with_imm(local.slice(0, 1000), remote, 0xdeadbeef,
+                                           use_awaitable);
+    std::array<std::byte, 16> unused;
+    auto msg = co_await p.server.async_receive_message(asio::buffer(unused), use_awaitable);
+    BOOST_TEST(msg.size == 1000u);
+    BOOST_TEST(msg.rdma_write);
+    BOOST_TEST_REQUIRE(msg.immediate.has_value());
+    BOOST_TEST(*msg.immediate == 0xdeadbeefu);
+    BOOST_TEST(matches(target.data().first(1000), 5));
+    // send with immediate, through the ordinary copy path
+    co_await p.client.async_send_with_imm(asio::buffer("imm", 3), 42, use_awaitable);
+    std::array<char, 8> buf{};
+    msg = co_await p.server.async_receive_message(asio::buffer(buf), use_awaitable);
+    BOOST_TEST(msg.size == 3u);
+    BOOST_TEST(!msg.rdma_write);
+    BOOST_TEST(msg.immediate.value_or(0) == 42u);
+    BOOST_TEST(std::string(buf.data(), 3) == "imm");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(fetch_add_from_eight_coroutines_ends_at_exact_sum) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto p = co_await make_pair();
+    ar::memory_region counter(p.server, 8, ar::access::remote_atomic | ar::access::remote_read);
+    auto remote = co_await exchange(p, counter);
+    constexpr int coroutines = 8, each = 50;
+    std::set<std::uint64_t> previous; // every fetch-add sees a distinct old value
+    int done = 0;
+    asio::steady_timer all(ex, asio::steady_timer::time_point::max());
+    for (int c = 0; c < coroutines; ++c)
+      asio::co_spawn(ex, [&, c]() -> awaitable<void> {
+        for (int i = 0; i < each; ++i)
+          previous.insert(co_await p.client.async_fetch_add(remote, c + 1, use_awaitable));
+      }, [&](std::exception_ptr e) {
+        ar::test::report_failure(e);
+        if (++done == coroutines)
+          all.cancel();
+      });
+    if (done < coroutines)
+      co_await all.async_wait(asio::as_tuple(use_awaitable));
+    std::uint64_t value;
+    std::memcpy(&value, counter.data().data(), 8);
+    BOOST_TEST(value == std::uint64_t(each) * (coroutines * (coroutines + 1) / 2));
+    BOOST_TEST(previous.size() == std::size_t(coroutines * each));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(compare_swap_has_exactly_one_winner) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto p = co_await make_pair();
+    ar::memory_region word(p.server, 8, ar::access::remote_atomic);
+    auto remote = co_await exchange(p, word);
+    int winners = 0, done = 0;
+    std::uint64_t winner_value = 0;
+    asio::steady_timer all(ex, asio::steady_timer::time_point::max());
+    for (std::uint64_t c = 1; c <= 8; ++c)
+      asio::co_spawn(ex, [&, c]() -> awaitable<void> {
+        auto old = co_await p.client.async_compare_swap(remote, 0, c, use_awaitable);
+        if (old == 0) {
+          ++winners;
+          winner_value = c;
+        }
+      }, [&](std::exception_ptr e) {
+        ar::test::report_failure(e);
+        if (++done == 8)
+          all.cancel();
+      });
+    if (done < 8)
+      co_await all.async_wait(asio::as_tuple(use_awaitable));
+    std::uint64_t value;
+    std::memcpy(&value, word.data().data(), 8);
+    BOOST_TEST(winners == 1);
+    BOOST_TEST(value == winner_value);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(scatter_gather_with_three_entries) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::memory_region target(p.server, 4096, ar::access::remote_write | ar::access::remote_read);
+    ar::memory_region local(p.client, 4096, ar::access::local_write);
+    fill(local.data(), 3);
+    auto remote = co_await exchange(p, target);
+    // Gather three pieces of local memory into one contiguous remote range.
+    std::array<ar::local_buffer, 3> gather{local.slice(0, 100), local.slice(1000, 200),
+                                           local.slice(3000, 300)};
+    auto n = co_await p.client.async_write(gather, remote, use_awaitable);
+    BOOST_TEST(n == 600u);
+    auto t = target.data();
+    BOOST_TEST(std::memcmp(t.data(), local.data().data(), 100) == 0);
+    BOOST_TEST(std::memcmp(t.data() + 100, local.data().data() + 1000, 200) == 0);
+    BOOST_TEST(std::memcmp(t.data() + 300, local.data().data() + 3000, 300) == 0);
+    // Scatter it back into three other places.
+    ar::memory_region back(p.client, 4096, ar::access::local_write);
+    std::array<ar::local_buffer, 3> scatter{back.slice(10, 300), back.slice(2000, 200),
+                                            back.slice(4000, 96)};
+    BOOST_TEST(co_await p.client.async_read(scatter, remote.slice(0, 596), use_awaitable) == 596u);
+    BOOST_TEST(std::memcmp(back.data().data() + 10, t.data(), 300) == 0);
+    BOOST_TEST(std::memcmp(back.data().data() + 2000, t.data() + 300, 200) == 0);
+    BOOST_TEST(std::memcmp(back.data().data() + 4000, t.data() + 500, 96) == 0);
+    // Zero-copy send gathered from three entries.
+    n = co_await p.client.async_send(std::span<const ar::local_buffer>(gather), use_awaitable);
+    std::vector<std::byte> in(1000);
+    BOOST_TEST(co_await p.server.async_receive(asio::buffer(in), use_awaitable) == 600u);
+    BOOST_TEST(std::memcmp(in.data() + 100, local.data().data() + 1000, 200) == 0);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(out_of_bounds_and_misaligned_are_refused_before_posting) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::memory_region target(p.server, 4096, ar::access::all);
+    ar::memory_region local(p.client, 4096, ar::access::local_write);
+    auto remote = co_await exchange(p, target);
+    auto bad_slice = local.slice(4000, 200);
+    BOOST_TEST(!bad_slice.in_bounds);
+    auto [e1, n1] = co_await p.client.async_write(bad_slice, remote, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e1 == ar::errc::out_of_bounds, e1.message());
+    auto [e2, n2] = co_await p.client.async_write(local.slice(0, 2048), remote.slice(3000, 1096),
+                                                  asio::as_tuple(use_awaitable));
+    BOOST_TEST(e2 == ar::errc::out_of_bounds, e2.message()); // longer than the remote range
+    auto [e3, v3] = co_await p.client.async_fetch_add(remote.slice(4, 8), 1,
+                                                      asio::as_tuple(use_awaitable));
+    BOOST_TEST(e3 == ar::errc::misaligned, e3.message());
+    auto [e4, v4] = co_await p.client.async_fetch_add(remote.slice(0, 4), 1,
+                                                      asio::as_tuple(use_awaitable));
+    BOOST_TEST(e4 == ar::errc::out_of_bounds, e4.message());
+    BOOST_TEST(p.client.is_open()); // nothing was posted
+    BOOST_TEST(co_await p.client.async_write(local.slice(0, 8), remote, use_awaitable) == 8u);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(wrong_rkey_fails_with_remote_access_error_and_fails_the_connection) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::memory_region target(p.server, 4096, ar::access::remote_write);
+    ar::memory_region local(p.client, 4096, ar::access::local_write);
+    auto remote = co_await exchange(p, target);
+    remote.rkey ^= 0x5a5a; // not the region's key
+    auto [ec, n] = co_await p.client.async_write(local.slice(0, 64), remote,
+                                                 asio::as_tuple(use_awaitable));
+    BOOST_TEST_MESSAGE("wrong rkey: " << ec.message());
+    BOOST_TEST((ec.category() == ar::wc_category()));
+    BOOST_TEST((ec == ar::wc_condition::remote), ec.message());
+    BOOST_TEST(!p.client.is_open());
+    auto [ec2, n2] = co_await p.client.async_write(local.slice(0, 64), remote,
+                                                   asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec2 == ec, ec2.message()); // the connection reports its failure
+  });
+}
+
+BOOST_AUTO_TEST_CASE(write_without_remote_write_permission_fails) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::memory_region read_only(p.server, 4096, ar::access::remote_read);
+    ar::memory_region local(p.client, 4096, ar::access::local_write);
+    auto remote = co_await exchange(p, read_only);
+    BOOST_TEST(co_await p.client.async_read(local.slice(0, 64), remote, use_awaitable) == 64u);
+    auto [ec, n] = co_await p.client.async_write(local.slice(0, 64), remote,
+                                                 asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec.value() == IBV_WC_REM_ACCESS_ERR, ec.message());
+    BOOST_TEST((ec.category() == ar::wc_category()));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(ten_thousand_one_sided_operations_in_flight_from_sixteen_coroutines) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::connection_options o;
+    o.send_queue_depth = 128; // far fewer than in flight: the rest queue in order
+    auto p = co_await make_pair(o, o);
+    constexpr int coroutines = 16, each = 625; // 10,000 writes, all initiated at once
+    ar::memory_region target(p.server, coroutines * each * 8, ar::access::remote_write);
+    ar::memory_region local(p.client, coroutines * each * 8, ar::access::local_write);
+    for (std::size_t i = 0; i < coroutines * each; ++i) {
+      std::uint64_t v = i * 2654435761u + 1;
+      std::memcpy(local.data().data() + i * 8, &v, 8);
+    }
+    auto remote = co_await exchange(p, target);
+    int ok = 0, finished = 0;
+    asio::steady_timer all(ex, asio::steady_timer::time_point::max());
+    for (int c = 0; c < coroutines; ++c)
+      asio::co_spawn(ex, [&, c]() -> awaitable<void> {
+        int pending = each;
+        asio::steady_timer mine(ex, asio::steady_timer::time_point::max());
+        for (int i = 0; i < each; ++i) { // initiate all, then wait
+          std::size_t slot = std::size_t(c) * each + i;
+          p.client.async_write(local.slice(slot * 8, 8), remote.slice(slot * 8, 8),
+                               [&](boost::system::error_code ec, std::size_t n) {
+                                 if (!ec && n == 8)
+                                   ++ok;
+                                 if (--pending == 0)
+                                   mine.cancel();
+                               });
+        }
+        if (pending > 0)
+          co_await mine.async_wait(asio::as_tuple(use_awaitable));
+      }, [&](std::exception_ptr e) {
+        ar::test::report_failure(e);
+        if (++finished == coroutines)
+          all.cancel();
+      });
+    if (finished < coroutines)
+      co_await all.async_wait(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ok == coroutines * each);
+    BOOST_TEST(std::memcmp(target.data().data(), local.data().data(), local.size()) == 0);
+  }, std::chrono::seconds(300));
+}
+
+BOOST_AUTO_TEST_CASE(advertisement_timeout_and_malformed_advertisement) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    auto [e1, r1] = co_await p.client.async_receive_remote_buffer(
+        std::chrono::milliseconds(200), asio::as_tuple(use_awaitable));
+    BOOST_TEST(e1 == asio::error::timed_out, e1.message());
+    co_await p.server.async_send(asio::buffer("short", 5), use_awaitable); // truncated
+    auto [e2, r2] = co_await p.client.async_receive_remote_buffer(
+        std::chrono::seconds(10), asio::as_tuple(use_awaitable));
+    BOOST_TEST(e2 == ar::errc::protocol_error, e2.message());
+    BOOST_TEST(p.client.is_open());
+  });
+}
