@@ -1,0 +1,251 @@
+// The framework client: `depth` worker coroutines per connection (or
+// --coroutines), each with one operation in flight, on memory registered once
+// per size; the latency test is one ping-pong coroutine.
+#include "framework.hpp"
+
+#include "measurement.hpp"
+#include "results.hpp"
+#include "wire.hpp"
+
+#include <asio_rdma/asio_rdma.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <infiniband/verbs.h>
+
+#include <iostream>
+#include <memory>
+#include <vector>
+
+namespace rdma_bench::framework {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using clock = measurement::clock;
+
+namespace {
+
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+/// One connection of a test and the memory both peers use.
+struct peer {
+  asio_rdma::connection conn;
+  asio_rdma::memory_region region; // depth slots of the message size
+  asio_rdma::remote_buffer remote; // the server's region
+  std::vector<std::byte> receive_buffer;
+};
+
+struct run {
+  const settings& s;
+  std::size_t size;
+  measurement m;
+  asio::steady_timer wake; // the controller's timer; cancelled when all is done
+  unsigned live_workers = 0;
+  asio_rdma::error_code failure;
+
+  void fail(asio_rdma::error_code ec) {
+    if (!failure && !m.done())
+      failure = ec;
+    m.abort(clock::now());
+  }
+};
+
+/// One operation of the bandwidth test on slot `slot` of `p`.
+awaitable<asio_rdma::error_code> issue(peer& p, operation op, std::size_t size,
+                                       std::uint32_t slot) {
+  auto local = p.region.slice(slot * size, size);
+  auto remote = p.remote.slice(slot * size, size);
+  switch (op) {
+  case operation::send: {
+    auto [ec, n] = co_await p.conn.async_send(local, tuple_awaitable);
+    co_return ec;
+  }
+  case operation::write: {
+    auto [ec, n] = co_await p.conn.async_write(local, remote, tuple_awaitable);
+    co_return ec;
+  }
+  case operation::write_imm: {
+    auto [ec, n] = co_await p.conn.async_write_with_imm(local, remote, slot, tuple_awaitable);
+    co_return ec;
+  }
+  case operation::read: {
+    auto [ec, n] = co_await p.conn.async_read(local, remote, tuple_awaitable);
+    co_return ec;
+  }
+  case operation::fetch_add: {
+    auto [ec, old] = co_await p.conn.async_fetch_add(remote, 1, tuple_awaitable);
+    co_return ec;
+  }
+  case operation::compare_swap: {
+    auto [ec, old] = co_await p.conn.async_compare_swap(remote, 0, 0, tuple_awaitable);
+    co_return ec;
+  }
+  }
+  co_return asio_rdma::error_code(asio::error::operation_not_supported);
+}
+
+awaitable<void> bandwidth_worker(run& r, peer& p, std::uint32_t slot) {
+  while (!r.m.done()) {
+    auto ec = co_await issue(p, r.s.op, r.size, slot);
+    if (ec) {
+      r.fail(ec);
+      break;
+    }
+    r.m.completed(1, clock::now());
+  }
+  if (--r.live_workers == 0)
+    r.wake.cancel();
+}
+
+/// Bidirectional send: counts what the server sends back.
+awaitable<void> receive_counter(run& r, peer& p) {
+  while (!r.m.done()) {
+    auto [ec, n] = co_await p.conn.async_receive(asio::buffer(p.receive_buffer), tuple_awaitable);
+    if (ec) {
+      r.fail(ec);
+      break;
+    }
+    r.m.completed(1, clock::now());
+  }
+  if (--r.live_workers == 0)
+    r.wake.cancel();
+}
+
+/// Ping-pong. send and write_imm: one-way latency (half the round trip, the
+/// peer answers in kind); read and atomics: the operation's round trip.
+awaitable<void> latency_worker(run& r, peer& p) {
+  auto local = p.region.slice(0, r.size);
+  auto remote = p.remote.slice(0, r.size);
+  const bool ping_pong = r.s.op == operation::send || r.s.op == operation::write_imm ||
+                         r.s.op == operation::write;
+  while (!r.m.done()) {
+    auto start = clock::now();
+    asio_rdma::error_code ec;
+    if (r.s.op == operation::send) {
+      auto [send_ec, n] = co_await p.conn.async_send(local, tuple_awaitable);
+      ec = send_ec;
+    } else if (r.s.op == operation::write || r.s.op == operation::write_imm) {
+      // A plain write cannot wake the peer's event loop: write latency uses
+      // write-with-immediate on both sides.
+      auto [write_ec, n] = co_await p.conn.async_write_with_imm(local, remote, 0, tuple_awaitable);
+      ec = write_ec;
+    } else {
+      ec = co_await issue(p, r.s.op, r.size, 0);
+    }
+    if (!ec && ping_pong) {
+      auto [receive_ec, message] =
+          co_await p.conn.async_receive_message(asio::buffer(p.receive_buffer), tuple_awaitable);
+      ec = receive_ec;
+    }
+    if (ec) {
+      r.fail(ec);
+      break;
+    }
+    auto now = clock::now();
+    double us = std::chrono::duration<double, std::micro>(now - start).count();
+    r.m.sample(ping_pong ? us / 2 : us);
+    r.m.completed(1, now);
+  }
+  if (--r.live_workers == 0)
+    r.wake.cancel();
+}
+
+asio_rdma::connection_options options_for(const settings& s, std::size_t size) {
+  asio_rdma::connection_options o;
+  o.max_message_size = std::max<std::size_t>(size, 64);
+  o.send_queue_depth = std::max<std::uint32_t>(s.depth, 4);
+  o.receive_queue_depth = s.bidirectional || s.mode == test_mode::latency ? std::max(s.depth, 16u) : 16;
+  o.max_inline_data = s.inline_size;
+  o.timeout = std::chrono::seconds(30);
+  auto encoded = encode(parameters_for(s, size));
+  o.private_data.assign(encoded.begin(), encoded.end());
+  return o;
+}
+
+std::string device_name(const asio_rdma::connection& c) {
+  auto* qp = c.native_queue_pair();
+  return qp ? ::ibv_get_device_name(qp->context->device) : "?";
+}
+
+/// Connects, exchanges the regions, runs one size, disconnects.
+awaitable<result> run_size(const settings& s, std::size_t size, std::string& device) {
+  auto ex = co_await asio::this_coro::executor;
+  auto options = options_for(s, size);
+  std::vector<std::unique_ptr<peer>> peers;
+  for (std::uint32_t c = 0; c < s.connections; ++c) {
+    auto conn = co_await asio_rdma::async_connect(ex, s.host, s.port, options, asio::use_awaitable);
+    auto p = std::make_unique<peer>();
+    p->conn = std::move(conn);
+    const std::size_t slots = s.mode == test_mode::latency ? 1 : s.depth;
+    p->region = asio_rdma::memory_region(p->conn, slots * size, asio_rdma::access::all);
+    p->receive_buffer.resize(options.max_message_size);
+    // The server advertises its region first, then the client its own.
+    auto remote = co_await p->conn.async_receive_remote_buffer(options.timeout,
+                                                                asio::use_awaitable);
+    p->remote = remote;
+    auto mine = p->region.remote();
+    co_await p->conn.async_send_remote_buffer(mine, asio::use_awaitable);
+    peers.push_back(std::move(p));
+  }
+  device = device_name(peers.front()->conn);
+
+  run r{s, size, measurement(s, size), asio::steady_timer(ex), 0, {}};
+  const std::uint32_t workers = s.coroutines ? s.coroutines : s.depth;
+  auto report = [](std::exception_ptr e) {
+    if (e)
+      std::rethrow_exception(e);
+  };
+  r.m.begin();
+  for (auto& p : peers) {
+    if (s.mode == test_mode::latency) {
+      ++r.live_workers;
+      asio::co_spawn(ex, latency_worker(r, *p), report);
+      continue;
+    }
+    for (std::uint32_t w = 0; w < workers; ++w) {
+      ++r.live_workers;
+      asio::co_spawn(ex, bandwidth_worker(r, *p, w % s.depth), report);
+    }
+    if (s.bidirectional) {
+      ++r.live_workers;
+      asio::co_spawn(ex, receive_counter(r, *p), report);
+    }
+  }
+  // The clock is read on completions; this timer also ends a run in which
+  // nothing completes any more.
+  while (r.live_workers > 0) {
+    r.wake.expires_after(std::chrono::milliseconds(100));
+    co_await r.wake.async_wait(tuple_awaitable);
+    r.m.tick(clock::now());
+  }
+  for (auto& p : peers)
+    co_await p->conn.async_disconnect(tuple_awaitable);
+  if (r.failure)
+    throw boost::system::system_error(r.failure, "rdma_bench: " + std::string(name(s.op)));
+  co_return r.m.take();
+}
+
+} // namespace
+
+awaitable<int> run_client(const settings& s) {
+  std::vector<result> results;
+  std::string device;
+  bool header = false;
+  for (auto size : s.sizes) {
+    auto r = co_await run_size(s, size, device);
+    if (!header) {
+      print_header(s, device);
+      header = true;
+    }
+    print_row(s, r);
+    results.push_back(std::move(r));
+  }
+  if (!s.json_path.empty())
+    write_json(s.json_path, s, device, results);
+  co_return 0;
+}
+
+} // namespace rdma_bench::framework

@@ -1,0 +1,68 @@
+// rdma_bench: RDMA throughput and latency, on asio_rdma or on raw verbs.
+//
+//   rdma_bench server [--bind ADDR] [--port 7472] [--raw-verbs]
+//   rdma_bench client HOST [--op OP] [--mode bw|lat] [--sizes ...] [...]
+//
+// See docs/rdma_bench.md.
+#include "framework.hpp"
+#include "options.hpp"
+#include "raw_verbs.hpp"
+
+#include "cli.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+namespace asio = boost::asio;
+
+int main(int argc, char** argv) {
+  rdma_bench::settings s;
+  try {
+    s = rdma_bench::parse_command_line(argc, argv);
+  } catch (const asio_rdma::cli::usage_error& e) {
+    std::cerr << "rdma_bench: " << e.what() << "\n" << rdma_bench::usage;
+    return 2;
+  }
+  if (s.role == "help") {
+    std::cout << rdma_bench::usage;
+    return 0;
+  }
+  try {
+    if (s.raw_verbs)
+      return s.role == "server" ? rdma_bench::raw::serve(s) : rdma_bench::raw::run_client(s);
+  } catch (const std::exception& e) {
+    std::cerr << "rdma_bench: " << e.what() << std::endl;
+    return 1;
+  }
+
+  asio::io_context io(1);
+  int status = 0;
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](auto ec, int) {
+    if (!ec)
+      io.stop();
+  });
+  auto finish = [&](std::exception_ptr e, int rc) {
+    status = rc;
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        std::cerr << "rdma_bench: " << x.what() << std::endl;
+      }
+      status = 1;
+    }
+    signals.cancel();
+  };
+  if (s.role == "server")
+    asio::co_spawn(io, rdma_bench::framework::serve(s),
+                   [&](std::exception_ptr e) { finish(e, 0); });
+  else
+    asio::co_spawn(io, rdma_bench::framework::run_client(s), finish);
+  io.run();
+  return status;
+}

@@ -1,0 +1,73 @@
+// rdma_bench: what a run measures (operation, mode, sizes, depths) and the
+// command line that sets it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rdma_bench {
+
+/// The RDMA operation a test issues. Values travel on the wire (wire.hpp).
+enum class operation : std::uint8_t {
+  send = 1,
+  write = 2,
+  write_imm = 3,
+  read = 4,
+  fetch_add = 5,
+  compare_swap = 6,
+};
+
+/// bandwidth: as many operations in flight as the depth allows, measures
+/// Gb/s and messages/s. latency: one at a time, ping-pong, measures µs.
+enum class test_mode : std::uint8_t { bandwidth = 1, latency = 2 };
+
+/// How completions are waited for (framework: connection_options; raw
+/// verbs: busy polling of the CQ or its completion channel).
+enum class completion_mode : std::uint8_t { event = 0, busy = 1, adaptive = 2 };
+
+std::string_view name(operation op);
+std::string_view name(test_mode mode);
+std::string_view name(completion_mode mode);
+/// True for fetch-add and compare-swap (8-byte operations).
+inline bool is_atomic(operation op) {
+  return op == operation::fetch_add || op == operation::compare_swap;
+}
+
+struct settings {
+  std::string role; // "server" or "client"
+  std::string host = "0.0.0.0";
+  std::uint16_t port = 7472;
+  bool raw_verbs = false;
+
+  operation op = operation::send;
+  test_mode mode = test_mode::bandwidth;
+  std::vector<std::size_t> sizes{65536};
+  double duration = 2.0;       // seconds per size (when iterations == 0)
+  std::uint64_t iterations = 0; // measured operations per size; 0: use duration
+  double warmup = 0.5;         // seconds before measuring starts
+  std::uint32_t depth = 128;   // operations in flight per connection
+  std::uint32_t connections = 1;
+  std::uint32_t coroutines = 0; // framework: coroutines per connection; 0: one per slot of depth
+  completion_mode completion = completion_mode::event; // raw verbs: busy unless given
+  bool completion_given = false;
+  bool bidirectional = false;
+  std::uint32_t inline_size = 64;
+  std::string json_path;
+  bool quiet = false; // no progress lines
+};
+
+/// The usage text printed after a command-line error and by --help.
+extern const char* const usage;
+
+/// Parses argv; throws asio_rdma::cli::usage_error with a clear message.
+/// Returns a settings with role "help" for --help.
+settings parse_command_line(int argc, char** argv);
+
+/// Checks a combination of settings (also used by the server on what a
+/// client asks for); returns an explanation or an empty string.
+std::string check(const settings& s);
+
+} // namespace rdma_bench

@@ -1,0 +1,93 @@
+#include "results.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+namespace rdma_bench {
+
+double result::quantile(double q) const {
+  if (latencies_us.empty())
+    return 0;
+  auto index = static_cast<std::size_t>(std::ceil(q * latencies_us.size()));
+  index = std::clamp<std::size_t>(index, 1, latencies_us.size()) - 1;
+  return latencies_us[index];
+}
+
+void result::finish() { std::sort(latencies_us.begin(), latencies_us.end()); }
+
+void print_header(const settings& s, const std::string& device) {
+  std::printf("# rdma_bench %s %s %s, device %s, depth %u, connections %u, completion %s%s\n",
+              std::string(name(s.op)).c_str(), std::string(name(s.mode)).c_str(),
+              s.raw_verbs ? "raw-verbs" : "asio_rdma", device.c_str(), s.depth, s.connections,
+              std::string(name(s.completion)).c_str(), s.bidirectional ? ", bidirectional" : "");
+  if (s.mode == test_mode::bandwidth)
+    std::printf("%10s %12s %10s %10s\n", "bytes", "iterations", "Gb/s", "Mmsg/s");
+  else
+    std::printf("%10s %12s %9s %9s %9s %9s %9s\n", "bytes", "iterations", "min_us", "p50_us",
+                "p99_us", "p99.9_us", "max_us");
+  std::fflush(stdout);
+}
+
+void print_row(const settings& s, const result& r) {
+  if (s.mode == test_mode::bandwidth)
+    std::printf("%10zu %12llu %10.4f %10.5f\n", r.size, (unsigned long long)r.iterations,
+                r.gbps(), r.mmsgs());
+  else
+    std::printf("%10zu %12llu %9.2f %9.2f %9.2f %9.2f %9.2f\n", r.size,
+                (unsigned long long)r.iterations, r.quantile(0), r.quantile(0.5),
+                r.quantile(0.99), r.quantile(0.999), r.quantile(1));
+  std::fflush(stdout);
+}
+
+namespace {
+
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20)
+      continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+} // namespace
+
+void write_json(const std::string& path, const settings& s, const std::string& device,
+                const std::vector<result>& results) {
+  std::ofstream out(path);
+  if (!out)
+    throw std::runtime_error("cannot write " + path);
+  out << "{\n  \"tool\": \"rdma_bench\",\n  \"implementation\": "
+      << quoted(s.raw_verbs ? "raw-verbs" : "asio_rdma") << ",\n  \"device\": " << quoted(device)
+      << ",\n  \"parameters\": {\"op\": " << quoted(std::string(name(s.op)))
+      << ", \"mode\": " << quoted(std::string(name(s.mode))) << ", \"host\": " << quoted(s.host)
+      << ", \"port\": " << s.port << ", \"duration_s\": " << s.duration
+      << ", \"iterations\": " << s.iterations << ", \"warmup_s\": " << s.warmup
+      << ", \"depth\": " << s.depth << ", \"connections\": " << s.connections
+      << ", \"coroutines\": " << s.coroutines << ", \"completion\": "
+      << quoted(std::string(name(s.completion)))
+      << ", \"bidirectional\": " << (s.bidirectional ? "true" : "false")
+      << ", \"inline\": " << s.inline_size << "},\n  \"results\": [";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    out << (i ? ",\n" : "\n") << "    {\"bytes\": " << r.size << ", \"iterations\": " << r.iterations
+        << ", \"seconds\": " << r.seconds << ", \"gbps\": " << r.gbps()
+        << ", \"mmsg_per_s\": " << r.mmsgs();
+    if (s.mode == test_mode::latency)
+      out << ", \"lat_min_us\": " << r.quantile(0) << ", \"lat_p50_us\": " << r.quantile(0.5)
+          << ", \"lat_p99_us\": " << r.quantile(0.99)
+          << ", \"lat_p999_us\": " << r.quantile(0.999) << ", \"lat_max_us\": " << r.quantile(1);
+    out << "}";
+  }
+  out << "\n  ]\n}\n";
+  if (!out.flush())
+    throw std::runtime_error("cannot write " + path);
+}
+
+} // namespace rdma_bench

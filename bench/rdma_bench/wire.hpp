@@ -1,0 +1,125 @@
+// rdma_bench: the test parameters a client sends in its connect private data
+// (at most 56 bytes), and the buffer descriptions the peers exchange.
+//
+// Layout, version 1, little-endian, 20 bytes:
+//   0  'R' 'B'     magic
+//   2  u8          version (1)
+//   3  u8          operation (options.hpp)
+//   4  u8          mode
+//   5  u8          flags (1: bidirectional, 2: raw verbs wait for completion events)
+//   6  u16         depth (operations in flight)
+//   8  u32         message size
+//  12  u32         inline threshold
+//  16  u32         reserved (0)
+// Raw-verbs clients append their buffer (address u64, rkey u32, length u64)
+// at offset 20, 20 bytes, for write latency.
+#pragma once
+
+#include "options.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace rdma_bench {
+
+struct test_parameters {
+  static constexpr std::uint8_t current_version = 1;
+  static constexpr std::size_t encoded_size = 20;
+
+  operation op = operation::send;
+  test_mode mode = test_mode::bandwidth;
+  bool bidirectional = false;
+  bool event_completion = false; // raw verbs: the server waits on its completion channel
+  std::uint16_t depth = 1;
+  std::uint32_t size = 0;
+  std::uint32_t inline_size = 0;
+};
+
+/// A peer's memory, as raw verbs see it.
+struct buffer_description {
+  static constexpr std::size_t encoded_size = 20;
+  std::uint64_t address = 0;
+  std::uint32_t rkey = 0;
+  std::uint64_t length = 0;
+};
+
+namespace wire {
+
+inline void put(std::byte* p, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    p[i] = static_cast<std::byte>(value >> (8 * i));
+}
+
+inline std::uint64_t get(const std::byte* p, int bytes) {
+  std::uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i)
+    value |= std::uint64_t(std::to_integer<std::uint8_t>(p[i])) << (8 * i);
+  return value;
+}
+
+} // namespace wire
+
+inline std::array<std::byte, test_parameters::encoded_size> encode(const test_parameters& t) {
+  std::array<std::byte, test_parameters::encoded_size> out{};
+  out[0] = std::byte{'R'};
+  out[1] = std::byte{'B'};
+  out[2] = std::byte{test_parameters::current_version};
+  out[3] = static_cast<std::byte>(t.op);
+  out[4] = static_cast<std::byte>(t.mode);
+  out[5] = static_cast<std::byte>((t.bidirectional ? 1 : 0) | (t.event_completion ? 2 : 0));
+  wire::put(&out[6], t.depth, 2);
+  wire::put(&out[8], t.size, 4);
+  wire::put(&out[12], t.inline_size, 4);
+  return out;
+}
+
+/// Decodes and checks what a client sent; on failure `problem` says why
+/// (the server sends it back with its rejection).
+inline std::optional<test_parameters> decode(std::span<const std::byte> in,
+                                             std::string& problem) {
+  if (in.size() < test_parameters::encoded_size || in[0] != std::byte{'R'} ||
+      in[1] != std::byte{'B'}) {
+    problem = "not an rdma_bench client (no parameters in the private data)";
+    return std::nullopt;
+  }
+  if (in[2] != std::byte{test_parameters::current_version}) {
+    problem = "parameter version " + std::to_string(wire::get(&in[2], 1)) +
+              " is not supported (this server speaks version 1)";
+    return std::nullopt;
+  }
+  test_parameters t;
+  auto op = wire::get(&in[3], 1);
+  auto mode = wire::get(&in[4], 1);
+  if (op < 1 || op > 6 || mode < 1 || mode > 2) {
+    problem = "unknown operation or mode";
+    return std::nullopt;
+  }
+  t.op = static_cast<operation>(op);
+  t.mode = static_cast<test_mode>(mode);
+  t.bidirectional = (wire::get(&in[5], 1) & 1) != 0;
+  t.event_completion = (wire::get(&in[5], 1) & 2) != 0;
+  t.depth = static_cast<std::uint16_t>(wire::get(&in[6], 2));
+  t.size = static_cast<std::uint32_t>(wire::get(&in[8], 4));
+  t.inline_size = static_cast<std::uint32_t>(wire::get(&in[12], 4));
+  if (t.depth == 0 || t.size == 0 || t.size > (1u << 30)) {
+    problem = "depth or size out of range";
+    return std::nullopt;
+  }
+  return t;
+}
+
+inline void encode(const buffer_description& b, std::byte* out) {
+  wire::put(out, b.address, 8);
+  wire::put(out + 8, b.rkey, 4);
+  wire::put(out + 12, b.length, 8);
+}
+
+inline buffer_description decode_buffer(const std::byte* in) {
+  return {wire::get(in, 8), static_cast<std::uint32_t>(wire::get(in + 8, 4)), wire::get(in + 12, 8)};
+}
+
+} // namespace rdma_bench
