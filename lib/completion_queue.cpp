@@ -2,6 +2,8 @@
 
 #include "verbs_error.hpp"
 
+#include <boost/asio/post.hpp>
+
 #include <fcntl.h>
 
 namespace asio_rdma::detail {
@@ -47,6 +49,63 @@ error_code completion_queue::start() {
   return {};
 }
 
+void completion_queue::add_interest() {
+  if (interest_++ > 0)
+    return;
+  if (mode_ == completion_mode::event) {
+    listen_to_channel(true);
+  } else {
+    last_activity_ = std::chrono::steady_clock::now();
+    schedule_spin();
+  }
+}
+
+void completion_queue::remove_interest() {
+  if (--interest_ == 0)
+    listen_to_channel(false); // a spin loop ends by itself
+}
+
+void completion_queue::listen_to_channel(bool on) {
+  if (on == channel_interest_)
+    return;
+  channel_interest_ = on;
+  if (!on)
+    return waiter_.remove_interest();
+  // Coming back from polling: re-arm, then poll once more, so that a
+  // completion that arrived in between is not left without an event.
+  ::ibv_req_notify_cq(cq_.get(), 0);
+  poll();
+  waiter_.add_interest();
+}
+
+void completion_queue::schedule_spin() {
+  if (spin_scheduled_ || stopped_)
+    return;
+  spin_scheduled_ = true;
+  boost::asio::post(ex_, [weak = weak_from_this()] {
+    if (auto self = weak.lock()) {
+      self->spin_scheduled_ = false;
+      self->spin();
+    }
+  });
+}
+
+void completion_queue::spin() {
+  if (stopped_ || interest_ == 0)
+    return;
+  const auto now = std::chrono::steady_clock::now();
+  if (poll() > 0)
+    last_activity_ = now;
+  if (interest_ == 0)
+    return;
+  if (mode_ == completion_mode::busy_poll || now - last_activity_ < spin_) {
+    listen_to_channel(false);
+    schedule_spin(); // yields to other handlers between polls
+  } else {
+    listen_to_channel(true); // adaptive: idle long enough, sleep on the channel
+  }
+}
+
 void completion_queue::stop() {
   stopped_ = true;
   waiter_.stop();
@@ -66,16 +125,23 @@ void completion_queue::drain_events() {
   // poll then raises a new event instead of being stranded.
   ::ibv_req_notify_cq(cq_.get(), 0);
   poll();
+  if (mode_ == completion_mode::adaptive && interest_ > 0) {
+    // Activity: poll for a while instead of waiting for the next event.
+    last_activity_ = std::chrono::steady_clock::now();
+    listen_to_channel(false);
+    schedule_spin();
+  }
 }
 
-void completion_queue::poll() {
+int completion_queue::poll() {
   if (polling_)
-    return;
+    return 0;
   auto keep_alive = shared_from_this();
   auto owner = owner_.lock();
   if (!owner)
-    return;
+    return 0;
   polling_ = true;
+  int dispatched = 0;
   ibv_wc wc[batch_size];
   for (;;) {
     int n = ::ibv_poll_cq(cq_.get(), batch_size, wc);
@@ -85,12 +151,14 @@ void completion_queue::poll() {
       auto* target = completion_target::from(wc[i]);
       target->on_complete(target, wc[i]);
     }
+    dispatched += n;
     if (n < batch_size)
       break;
   }
   polling_ = false;
   if (listener_.after_batch)
     listener_.after_batch(listener_.context);
+  return dispatched;
 }
 
 } // namespace asio_rdma::detail

@@ -5,10 +5,12 @@
 #include "fd_waiter.hpp"
 #include "handles.hpp"
 
+#include <asio_rdma/connection_options.hpp>
 #include <asio_rdma/error.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 
+#include <chrono>
 #include <memory>
 
 namespace asio_rdma::detail {
@@ -39,8 +41,16 @@ public:
   /// Stops waiting for good; completions still in the queue are not dispatched.
   void stop();
 
-  void add_interest() { waiter_.add_interest(); }
-  void remove_interest() { waiter_.remove_interest(); }
+  /// Chooses event waiting, busy polling or adaptive (see completion_mode).
+  void set_mode(completion_mode mode, std::chrono::microseconds spin) {
+    mode_ = mode;
+    spin_ = spin;
+  }
+
+  /// While interest is declared (a user operation is pending), completions
+  /// are noticed in the chosen mode; without, they wait in the CQ.
+  void add_interest();
+  void remove_interest();
 
   void set_batch_listener(batch_listener listener) { listener_ = listener; }
 
@@ -51,13 +61,17 @@ public:
   /// dispatched.
   void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
 
-  /// Polls until the queue is empty, dispatching every completion. Safe to
-  /// call from a completion handler (re-entrant calls return at once).
-  void poll();
+  /// Polls until the queue is empty, dispatching every completion; returns
+  /// how many. Safe to call from a completion handler (re-entrant calls
+  /// return 0 at once).
+  int poll();
 
 private:
   static void on_readable(void* self) { static_cast<completion_queue*>(self)->drain_events(); }
   void drain_events();
+  void listen_to_channel(bool on);
+  void schedule_spin();
+  void spin();
 
   static constexpr int batch_size = 32;
   // Acknowledging costs a mutex inside libibverbs: do it in batches, and
@@ -73,6 +87,12 @@ private:
   unsigned unacked_events_ = 0;
   bool polling_ = false;
   bool stopped_ = false;
+  completion_mode mode_ = completion_mode::event;
+  std::chrono::microseconds spin_{0};
+  int interest_ = 0;
+  bool channel_interest_ = false;
+  bool spin_scheduled_ = false;
+  std::chrono::steady_clock::time_point last_activity_{};
 };
 
 } // namespace asio_rdma::detail

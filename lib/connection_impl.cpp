@@ -191,6 +191,7 @@ error_code connection_impl::create_resources() {
     return ec;
   cq_->set_batch_listener({&connection_impl::after_cq_batch, this});
   cq_->set_owner(weak_from_this());
+  cq_->set_mode(options_.completion_mode, options_.adaptive_spin);
   sync_interest();
   if ((ec = receive_block_.allocate(pd(), recv_depth, options_.max_message_size,
                                     IBV_ACCESS_LOCAL_WRITE)))

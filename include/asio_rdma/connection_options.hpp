@@ -11,6 +11,19 @@
 
 namespace asio_rdma {
 
+/// How a connection learns about completed work.
+enum class completion_mode {
+  /// Wait on the completion channel (an fd in the io_context): no CPU while
+  /// idle; one wake-up per batch of completions.
+  event,
+  /// Poll the completion queue from the io_context, continuously, while any
+  /// operation is pending: lowest latency, one core busy meanwhile.
+  busy_poll,
+  /// Poll while there is activity, and fall back to waiting on the channel
+  /// after `adaptive_spin` without any completion.
+  adaptive,
+};
+
 /// Sizes and timeouts of one RC connection; used by async_connect and when
 /// accepting. Every field has a working default; validate() says which value
 /// is out of range.
@@ -41,6 +54,11 @@ struct connection_options {
   /// accept reply (at most 196 bytes). On InfiniBand and RoCE the peer sees it
   /// zero-padded to that fixed size.
   std::vector<std::byte> private_data;
+  /// How completions are noticed (see completion_mode).
+  asio_rdma::completion_mode completion_mode = asio_rdma::completion_mode::event;
+  /// With completion_mode::adaptive: how long to keep polling after the last
+  /// completion before waiting on the channel again.
+  std::chrono::microseconds adaptive_spin = std::chrono::microseconds(200);
   /// Optional local address to bind before resolving (empty: any).
   std::string source_address;
 

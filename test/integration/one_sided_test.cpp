@@ -318,3 +318,46 @@ BOOST_AUTO_TEST_CASE(advertisement_timeout_and_malformed_advertisement) {
     BOOST_TEST(p.client.is_open());
   });
 }
+
+BOOST_AUTO_TEST_CASE(each_completion_mode_completes_every_operation) {
+  for (auto mode : {ar::completion_mode::event, ar::completion_mode::busy_poll,
+                    ar::completion_mode::adaptive}) {
+    BOOST_TEST_CONTEXT("completion mode " << static_cast<int>(mode)) {
+      asio::io_context io;
+      run(io, [&]() -> awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        ar::connection_options o;
+        o.completion_mode = mode;
+        o.adaptive_spin = std::chrono::microseconds(500);
+        auto p = co_await make_pair(o, o);
+        ar::memory_region target(p.server, 64 * 1024, ar::access::remote_write);
+        ar::memory_region local(p.client, 64 * 1024, ar::access::local_write);
+        fill(local.data(), 77);
+        auto remote = co_await exchange(p, target);
+        // Pipelined messages in both directions and one-sided writes.
+        constexpr int messages = 300;
+        int echoed = 0;
+        asio::co_spawn(ex, [&]() -> awaitable<void> {
+          std::array<std::byte, 256> buf;
+          for (int i = 0; i < messages; ++i) {
+            auto n = co_await p.server.async_receive(asio::buffer(buf), use_awaitable);
+            co_await p.server.async_send(asio::buffer(buf.data(), n), use_awaitable);
+          }
+        }, ar::test::report_failure);
+        for (int i = 0; i < messages; ++i) {
+          std::array<std::byte, 256> out, in;
+          fill(out, i);
+          co_await p.client.async_send(asio::buffer(out), use_awaitable);
+          co_await p.client.async_receive(asio::buffer(in), use_awaitable);
+          if (matches(in, i))
+            ++echoed;
+        }
+        BOOST_TEST(echoed == messages);
+        for (int i = 0; i < 16; ++i)
+          co_await p.client.async_write(local.slice(i * 4096, 4096), remote.slice(i * 4096, 4096),
+                                        use_awaitable);
+        BOOST_TEST(matches(target.data(), 77));
+      });
+    }
+  }
+}
