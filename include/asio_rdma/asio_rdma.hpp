@@ -2,6 +2,7 @@
 #pragma once
 
 #include <asio_rdma/acceptor.hpp>
+#include <asio_rdma/buffer_pool.hpp>
 #include <asio_rdma/connect.hpp>
 #include <asio_rdma/connection.hpp>
 #include <asio_rdma/connection_options.hpp>

@@ -361,3 +361,33 @@ BOOST_AUTO_TEST_CASE(each_completion_mode_completes_every_operation) {
     }
   }
 }
+
+BOOST_AUTO_TEST_CASE(buffer_pool_leases_registered_buffers_and_takes_them_back) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::buffer_pool pool(p.client, 1024, 4, ar::access::local_write);
+    ar::memory_region target(p.server, 4096, ar::access::remote_write);
+    auto remote = co_await exchange(p, target);
+    {
+      std::vector<ar::buffer_pool::lease> leases;
+      while (auto l = pool.try_acquire())
+        leases.push_back(std::move(*l));
+      BOOST_TEST(leases.size() == 4u);
+      BOOST_TEST(pool.available() == 0u);
+      for (std::size_t i = 0; i < leases.size(); ++i) {
+        fill(leases[i].data(), 40 + i);
+        co_await p.client.async_write(leases[i].local(), remote.slice(i * 1024, 1024),
+                                      use_awaitable);
+      }
+      for (std::size_t i = 0; i < 4; ++i)
+        BOOST_TEST(matches(target.data().subspan(i * 1024, 1024), 40 + i));
+      // zero-copy send straight from a leased buffer
+      co_await p.client.async_send(leases[0].local(100), use_awaitable);
+      std::array<std::byte, 128> in;
+      BOOST_TEST(co_await p.server.async_receive(asio::buffer(in), use_awaitable) == 100u);
+      BOOST_TEST(matches(std::span(in).first(100), 40));
+    }
+    BOOST_TEST(pool.available() == 4u); // every lease came back
+  });
+}

@@ -1,0 +1,38 @@
+#include <asio_rdma/buffer_pool.hpp>
+
+#include <boost/system/system_error.hpp>
+
+namespace asio_rdma {
+
+buffer_pool::buffer_pool(const connection& conn, std::size_t buffer_size, std::size_t count,
+                         access flags) {
+  error_code ec;
+  *this = buffer_pool(conn, buffer_size, count, flags, ec);
+  if (ec)
+    throw boost::system::system_error(ec, "asio_rdma::buffer_pool");
+}
+
+buffer_pool::buffer_pool(const connection& conn, std::size_t buffer_size, std::size_t count,
+                         access flags, error_code& ec) {
+  if (buffer_size == 0 || count == 0 || buffer_size > (std::size_t(1) << 40) / count) {
+    ec = errc::invalid_option;
+    return;
+  }
+  region_ = memory_region(conn, buffer_size * count, flags, ec);
+  if (ec)
+    return;
+  buffer_size_ = buffer_size;
+  free_.reserve(count);
+  for (std::size_t i = count; i > 0; --i)
+    free_.push_back(i - 1);
+}
+
+std::optional<buffer_pool::lease> buffer_pool::try_acquire() noexcept {
+  if (free_.empty())
+    return std::nullopt;
+  std::size_t index = free_.back();
+  free_.pop_back();
+  return lease(this, index);
+}
+
+} // namespace asio_rdma
