@@ -1,6 +1,7 @@
 #include "connection_impl.hpp"
 
 #include "invoke_handler.hpp"
+#include "shared_queues_impl.hpp"
 #include "verbs_error.hpp"
 
 #include <boost/asio/append.hpp>
@@ -47,20 +48,6 @@ struct op_canceller {
 
 } // namespace
 
-error_code registered_block::allocate(ibv_pd* pd, std::size_t slots, std::size_t size,
-                                      int access) {
-  slot_size = size;
-  const std::size_t page = 4096;
-  std::size_t bytes = (std::max<std::size_t>(slots * size, 1) + page - 1) / page * page;
-  memory.reset(static_cast<std::byte*>(std::aligned_alloc(page, bytes)));
-  if (!memory)
-    return asio::error::no_memory;
-  mr.reset(::ibv_reg_mr(pd, memory.get(), bytes, access));
-  if (!mr)
-    return from_errno();
-  return {};
-}
-
 connection_impl::connection_impl(const asio::any_io_executor& ex,
                                  const connection_options& options)
     : ex_(ex), options_(options), timer_(ex), drain_timer_(ex) {}
@@ -68,12 +55,9 @@ connection_impl::connection_impl(const asio::any_io_executor& ex,
 connection_impl::~connection_impl() {
   if (channel_interest_) // the channel may be shared with an acceptor
     channel_->remove_interest();
-  if (cq_) {
-    cq_->set_batch_listener({});
-    cq_->stop();
-  }
-  if (qp_created_)
-    ::rdma_destroy_qp(id_.get());
+  if (cq_interest_)
+    cq_->remove_interest();
+  teardown();
 }
 
 // ---------------------------------------------------------------- establishment
@@ -185,17 +169,27 @@ error_code connection_impl::create_resources() {
   if (ec)
     return ec;
   const auto send_depth = options_.send_queue_depth;
-  const auto recv_depth = options_.receive_queue_depth;
-  cq_ = completion_queue::create(ex_, id_->verbs, static_cast<int>(send_depth + recv_depth), ec);
-  if (ec)
-    return ec;
-  cq_->set_batch_listener({&connection_impl::after_cq_batch, this});
-  cq_->set_owner(weak_from_this());
-  cq_->set_mode(options_.completion_mode, options_.adaptive_spin);
+  auto recv_depth = options_.receive_queue_depth;
+  if (options_.shared_queues) {
+    // Shared CQ and SRQ: receive buffers and completion mode are the shared ones.
+    shared_ = options_.shared_queues.impl();
+    if ((ec = shared_->bind(device_)))
+      return ec;
+    cq_ = shared_->cq();
+    receives_ = &shared_->ring();
+    recv_depth = receives_->depth();
+  } else {
+    cq_ = completion_queue::create(ex_, id_->verbs, static_cast<int>(send_depth + recv_depth), ec);
+    if (ec)
+      return ec;
+    cq_->set_batch_listener({&connection_impl::after_cq_batch, this});
+    cq_->set_owner(weak_from_this());
+    cq_->set_mode(options_.completion_mode, options_.adaptive_spin);
+    if ((ec = own_receives_.init(pd(), recv_depth, options_.max_message_size,
+                                 &connection_impl::on_receive_complete, this)))
+      return ec;
+  }
   sync_interest();
-  if ((ec = receive_block_.allocate(pd(), recv_depth, options_.max_message_size,
-                                    IBV_ACCESS_LOCAL_WRITE)))
-    return ec;
   if ((ec = send_block_.allocate(pd(), send_depth, options_.max_message_size, 0)))
     return ec;
   if ((ec = atomic_block_.allocate(pd(), send_depth, sizeof(std::uint64_t),
@@ -208,7 +202,8 @@ error_code connection_impl::create_resources() {
   attr.qp_type = IBV_QPT_RC;
   attr.sq_sig_all = 0;
   attr.cap.max_send_wr = send_depth;
-  attr.cap.max_recv_wr = recv_depth;
+  attr.cap.max_recv_wr = shared_ ? 0 : recv_depth;
+  attr.srq = shared_ ? shared_->srq() : nullptr;
   attr.cap.max_send_sge = options_.max_send_sge;
   attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = options_.max_inline_data;
@@ -219,26 +214,18 @@ error_code connection_impl::create_resources() {
       return from_errno();
   }
   qp_created_ = true;
+  if (shared_)
+    shared_->add(id_->qp->qp_num, this);
   inline_limit_ = std::min(attr.cap.max_inline_data, options_.max_inline_data);
   max_send_sge_ = attr.cap.max_send_sge;
 
-  receive_slots_.resize(recv_depth);
   arrived_.resize(recv_depth);
-  to_repost_.reserve(recv_depth);
-  recv_wrs_.resize(recv_depth);
-  recv_sges_.resize(recv_depth);
-  for (std::uint32_t i = 0; i < recv_depth; ++i) {
-    receive_slots_[i].on_complete = &connection_impl::on_receive_complete;
-    receive_slots_[i].owner = this;
-    receive_slots_[i].index = i;
-    to_repost_.push_back(i);
-  }
   free_send_slots_.reserve(send_depth);
   for (std::uint32_t i = send_depth; i > 0; --i)
     free_send_slots_.push_back(i - 1);
   // Receives must be posted before the peer can send: before connect/accept.
   flush();
-  return cq_->start();
+  return shared_ ? error_code() : cq_->start();
 }
 
 void connection_impl::on_cm_event(const cm_event& event) {
@@ -615,7 +602,7 @@ void connection_impl::schedule_flush() {
 
 void connection_impl::after_cq_batch(void* context) {
   auto* self = static_cast<connection_impl*>(context);
-  if (!self->to_repost_.empty() || !self->pending_sends_.empty())
+  if (self->has_unposted_work())
     self->flush();
 }
 
@@ -626,30 +613,11 @@ void connection_impl::flush() {
   ibv_qp* qp = id_->qp;
 
   // Receives: one chained post for every buffer freed since the last flush.
-  if (!to_repost_.empty()) {
-    if (state_ == state::closing || state_ == state::closed) {
-      to_repost_.clear();
-    } else {
-      const std::size_t n = to_repost_.size();
-      for (std::size_t k = 0; k < n; ++k) {
-        auto& slot = receive_slots_[to_repost_[k]];
-        recv_sges_[k] = {reinterpret_cast<std::uintptr_t>(receive_block_.slot(slot.index)),
-                         static_cast<std::uint32_t>(options_.max_message_size),
-                         receive_block_.mr->lkey};
-        recv_wrs_[k] = {};
-        recv_wrs_[k].wr_id = slot.wr_id();
-        recv_wrs_[k].sg_list = &recv_sges_[k];
-        recv_wrs_[k].num_sge = 1;
-        recv_wrs_[k].next = k + 1 < n ? &recv_wrs_[k + 1] : nullptr;
-      }
-      to_repost_.clear();
-      ibv_recv_wr* bad = nullptr;
-      if (int rc = ::ibv_post_recv(qp, recv_wrs_.data(), &bad)) {
-        receives_posted_ += static_cast<std::uint32_t>(bad - recv_wrs_.data());
-        return begin_close(from_returned_errno(rc));
-      }
-      receives_posted_ += static_cast<std::uint32_t>(n);
-    }
+  if (receives_->has_released() && !shared_) {
+    if (state_ == state::closing || state_ == state::closed)
+      receives_->forget_released();
+    else if (auto ec = receives_->post_to(qp))
+      return begin_close(ec);
   }
 
   // Sends: as many queued requests as the send queue has room for, chained.
@@ -740,6 +708,10 @@ void connection_impl::release_send_slot(operation* op) {
 void connection_impl::on_send_complete(completion_target* target, const ibv_wc& wc) {
   auto* op = static_cast<operation*>(target);
   connection_impl* self = op->owner;
+  // A shared CQ does not keep this connection alive through the batch.
+  std::shared_ptr<connection_impl> keep_alive;
+  if (self->shared_)
+    keep_alive = self->shared_from_this();
   // RC completes send-queue work in posting order.
   self->posted_sends_.pop();
   --self->send_outstanding_;
@@ -755,26 +727,34 @@ void connection_impl::on_send_complete(completion_target* target, const ibv_wc& 
     self->begin_close(ec);
   }
   self->complete(op, ec, ec ? 0 : value, false);
+  if (self->shared_ && !self->pending_sends_.empty())
+    self->schedule_flush(); // no per-connection batch end on a shared CQ
   self->maybe_finish_close();
 }
 
 void connection_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
   auto* slot = static_cast<receive_slot*>(target);
-  connection_impl* self = slot->owner;
-  --self->receives_posted_;
+  auto* self = static_cast<connection_impl*>(slot->owner);
+  self->receives_->completed();
+  self->handle_receive(slot->index, wc);
+}
+
+void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc) {
   if (wc.status == IBV_WC_SUCCESS) {
-    auto& msg = self->arrived_[(self->arrived_head_ + self->arrived_count_) % self->arrived_.size()];
-    msg.slot = slot->index;
+    auto& msg = arrived_[(arrived_head_ + arrived_count_) % arrived_.size()];
+    msg.slot = index;
     msg.length = wc.byte_len;
     msg.has_immediate = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
     msg.immediate = msg.has_immediate ? ntohl(wc.imm_data) : 0;
     msg.rdma_write = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM;
-    ++self->arrived_count_;
-  } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
-    self->begin_close(make_wc_error(wc.status));
+    ++arrived_count_;
+  } else {
+    release_receive(index); // a failed receive holds no message
+    if (wc.status != IBV_WC_WR_FLUSH_ERR)
+      begin_close(make_wc_error(wc.status));
   }
-  self->deliver_waiting();
-  self->maybe_finish_close();
+  deliver_waiting();
+  maybe_finish_close();
 }
 
 void connection_impl::deliver_waiting() {
@@ -797,7 +777,7 @@ void connection_impl::deliver(operation* op, bool defer) {
   if (!msg.rdma_write) { // an RDMA write with immediate left its data in our region
     if (msg.length > dst.total_size)
       return complete(op, errc::buffer_too_small, 0, defer); // message stays queued
-    const std::byte* src = receive_block_.slot(msg.slot);
+    const std::byte* src = receives_->slot(msg.slot);
     std::size_t left = msg.length;
     for (std::size_t i = 0; i < dst.count && left > 0; ++i) {
       std::size_t n = std::min(left, dst.buffers[i].size());
@@ -806,7 +786,7 @@ void connection_impl::deliver(operation* op, bool defer) {
       left -= n;
     }
   }
-  to_repost_.push_back(msg.slot);
+  release_receive(msg.slot);
   arrived_head_ = (arrived_head_ + 1) % arrived_.size();
   --arrived_count_;
   if (defer)
@@ -817,6 +797,13 @@ void connection_impl::deliver(operation* op, bool defer) {
     result.immediate = msg.immediate;
   result.rdma_write = msg.rdma_write;
   complete(op, {}, msg.length, defer, &result);
+}
+
+void connection_impl::release_receive(std::uint32_t slot) {
+  if (shared_)
+    shared_->release(slot);
+  else
+    receives_->release(slot);
 }
 
 void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, bool defer,
@@ -928,7 +915,7 @@ void connection_impl::begin_close(error_code reason) {
   fail_waiting_receives(true);
   if (state_ != state::closing)
     return; // a handler run by the poll finished the close
-  if (send_outstanding_ > 0) {
+  if (send_outstanding_ > 0 && !shared_) {
     // Posted sends have handlers waiting for their flush; bound that wait in
     // case a device never flushes.
     drain_timer_.expires_after(std::chrono::seconds(2));
@@ -964,11 +951,13 @@ void connection_impl::finish_close() {
 }
 
 void connection_impl::teardown() {
-  if (cq_) {
+  if (cq_ && !shared_) {
     cq_->set_batch_listener({});
     cq_->stop();
   }
   if (qp_created_) {
+    if (shared_)
+      shared_->remove(id_->qp->qp_num);
     ::rdma_destroy_qp(id_.get());
     qp_created_ = false;
   }

@@ -7,6 +7,7 @@
 #include "device.hpp"
 #include "object_pool.hpp"
 #include "operation.hpp"
+#include "receive_ring.hpp"
 
 #include <asio_rdma/connection.hpp>
 #include <asio_rdma/connection_options.hpp>
@@ -21,19 +22,7 @@
 
 namespace asio_rdma::detail {
 
-struct free_deleter {
-  void operator()(std::byte* p) const noexcept { std::free(p); }
-};
-
-/// Page-aligned memory registered with a protection domain.
-struct registered_block {
-  std::unique_ptr<std::byte, free_deleter> memory;
-  mr_ptr mr;
-  std::size_t slot_size = 0;
-
-  error_code allocate(ibv_pd* pd, std::size_t slots, std::size_t slot_size, int access);
-  std::byte* slot(std::uint32_t index) const { return memory.get() + index * slot_size; }
-};
+class shared_queues_impl;
 
 class connection_impl final : public cm_event_target,
                               public std::enable_shared_from_this<connection_impl> {
@@ -57,6 +46,15 @@ public:
   void close() noexcept;
 
   void on_cm_event(const cm_event& event) override;
+
+  /// A receive completed into slot `index` of this connection's receive ring
+  /// (its own, or the shared receive queue's).
+  void handle_receive(std::uint32_t index, const ibv_wc& wc);
+  /// Sends or released receive buffers are waiting to be posted.
+  bool has_unposted_work() const {
+    return !pending_sends_.empty() || (!shared_ && receives_->has_released());
+  }
+  void flush();
 
   const asio::any_io_executor& get_executor() const { return ex_; }
   bool is_open() const noexcept { return state_ == state::open; }
@@ -90,13 +88,13 @@ private:
   void start_timer(bool for_disconnect);
 
   void schedule_flush();
-  void flush();
   void prepare_send(operation* op);
   void release_send_slot(operation* op);
   static void after_cq_batch(void* self);
   static void on_send_complete(completion_target* target, const ibv_wc& wc);
   static void on_receive_complete(completion_target* target, const ibv_wc& wc);
   void deliver(operation* op, bool defer);
+  void release_receive(std::uint32_t slot);
   operation* new_receive(const mutable_buffer_array& buffers);
   void start_receive(operation* op);
   error_code check_work(const work_request& request) const;
@@ -134,12 +132,13 @@ private:
   cm_id_ptr id_;
   std::shared_ptr<device> device_;
   std::shared_ptr<completion_queue> cq_;
-  registered_block receive_block_;
+  std::shared_ptr<shared_queues_impl> shared_; // shared CQ + SRQ, if any
+  receive_ring own_receives_;
+  receive_ring* receives_ = &own_receives_;
   registered_block send_block_;
   registered_block atomic_block_; // one 8-byte result per send slot
   bool qp_created_ = false;
 
-  std::vector<receive_slot> receive_slots_;
   struct arrived_message {
     std::uint32_t slot;
     std::uint32_t length;
@@ -150,10 +149,6 @@ private:
   std::vector<arrived_message> arrived_; // ring buffer, capacity receive_queue_depth
   std::size_t arrived_head_ = 0;
   std::size_t arrived_count_ = 0;
-  std::vector<std::uint32_t> to_repost_;
-  std::vector<ibv_recv_wr> recv_wrs_;
-  std::vector<ibv_sge> recv_sges_;
-  std::uint32_t receives_posted_ = 0;
 
   std::vector<std::uint32_t> free_send_slots_;
   std::uint32_t send_outstanding_ = 0;

@@ -50,10 +50,4 @@ struct operation : completion_target {
   ibv_sge sge[const_buffer_array::max_buffers]{};
 };
 
-/// One receive buffer kept posted by the library.
-struct receive_slot : completion_target {
-  connection_impl* owner = nullptr;
-  std::uint32_t index = 0;
-};
-
 } // namespace asio_rdma::detail

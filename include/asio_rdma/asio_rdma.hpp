@@ -10,3 +10,4 @@
 #include <asio_rdma/error.hpp>
 #include <asio_rdma/memory_region.hpp>
 #include <asio_rdma/remote_buffer.hpp>
+#include <asio_rdma/shared_queues.hpp>

@@ -1,7 +1,9 @@
 // asio-rdma: options of a connection (queue depths, message size, handshake).
 #pragma once
 
+#include <asio_rdma/completion_mode.hpp>
 #include <asio_rdma/error.hpp>
+#include <asio_rdma/shared_queues.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -10,19 +12,6 @@
 #include <vector>
 
 namespace asio_rdma {
-
-/// How a connection learns about completed work.
-enum class completion_mode {
-  /// Wait on the completion channel (an fd in the io_context): no CPU while
-  /// idle; one wake-up per batch of completions.
-  event,
-  /// Poll the completion queue from the io_context, continuously, while any
-  /// operation is pending: lowest latency, one core busy meanwhile.
-  busy_poll,
-  /// Poll while there is activity, and fall back to waiting on the channel
-  /// after `adaptive_spin` without any completion.
-  adaptive,
-};
 
 /// Sizes and timeouts of one RC connection; used by async_connect and when
 /// accepting. Every field has a working default; validate() says which value
@@ -59,6 +48,10 @@ struct connection_options {
   /// With completion_mode::adaptive: how long to keep polling after the last
   /// completion before waiting on the channel again.
   std::chrono::microseconds adaptive_spin = std::chrono::microseconds(200);
+  /// Share one completion queue and one shared receive queue with other
+  /// connections (see shared_queues). Empty: this connection has its own.
+  /// With it, receive buffers and the completion mode are the shared ones.
+  asio_rdma::shared_queues shared_queues;
   /// Optional local address to bind before resolving (empty: any).
   std::string source_address;
 

@@ -391,3 +391,70 @@ BOOST_AUTO_TEST_CASE(buffer_pool_leases_registered_buffers_and_takes_them_back) 
     BOOST_TEST(pool.available() == 4u); // every lease came back
   });
 }
+
+BOOST_AUTO_TEST_CASE(shared_cq_and_srq_serve_twenty_connections) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    constexpr int n = 20, messages = 20;
+    ar::shared_queue_options so;
+    so.receive_queue_depth = 64; // far fewer buffers than 20 connections x 64
+    so.max_message_size = 1024;
+    ar::shared_queues shared(ex, so);
+    ar::acceptor_options aopts;
+    aopts.connection.shared_queues = shared;
+    aopts.connection.max_message_size = 1024;
+    aopts.connection.send_queue_depth = 16;
+    ar::acceptor acceptor(ex, ar::test::device_address(), 0, aopts);
+    const auto port = acceptor.local_endpoint().port();
+    int echoed_total = 0;
+    asio::co_spawn(ex, [&]() -> awaitable<void> {
+      for (int i = 0; i < n; ++i) {
+        auto conn = co_await acceptor.async_accept(use_awaitable);
+        asio::co_spawn(ex, [&, c = std::move(conn)]() mutable -> awaitable<void> {
+          std::array<std::byte, 1024> buf;
+          for (;;) {
+            auto [ec, m] = co_await c.async_receive(asio::buffer(buf), asio::as_tuple(use_awaitable));
+            if (ec == asio::error::eof)
+              co_return;
+            if (ec)
+              throw boost::system::system_error(ec);
+            co_await c.async_send(asio::buffer(buf.data(), m), use_awaitable);
+            ++echoed_total;
+          }
+        }, ar::test::report_failure);
+      }
+    }, ar::test::report_failure);
+
+    int verified = 0, finished = 0;
+    asio::steady_timer all(ex, asio::steady_timer::time_point::max());
+    for (int i = 0; i < n; ++i)
+      asio::co_spawn(ex, [&, i]() -> awaitable<void> {
+        ar::connection_options o;
+        o.max_message_size = 1024;
+        auto c = co_await ar::async_connect(ex, ar::test::device_address(), port, o, use_awaitable);
+        for (int k = 0; k < messages; ++k) {
+          std::array<std::byte, 512> out, in;
+          fill(out, i * 1000 + k);
+          co_await c.async_send(asio::buffer(out), use_awaitable);
+          auto m = co_await c.async_receive(asio::buffer(in), use_awaitable);
+          if (m == 512 && matches(in, i * 1000 + k))
+            ++verified;
+        }
+        co_await c.async_disconnect(use_awaitable);
+      }, [&](std::exception_ptr e) {
+        ar::test::report_failure(e);
+        if (++finished == n)
+          all.cancel();
+      });
+    if (finished < n)
+      co_await all.async_wait(asio::as_tuple(use_awaitable));
+    BOOST_TEST(verified == n * messages);
+    BOOST_TEST(echoed_total == n * messages);
+    for (int i = 0; i < 100 && shared.connections() > 0; ++i) { // server sides close on eof
+      asio::steady_timer t(ex, std::chrono::milliseconds(20));
+      co_await t.async_wait(use_awaitable);
+    }
+    BOOST_TEST(shared.connections() == 0u);
+  }, std::chrono::seconds(300));
+}

@@ -1,0 +1,73 @@
+// asio-rdma: one completion queue and one shared receive queue for many
+// connections (servers with many clients).
+#pragma once
+
+#include <asio_rdma/completion_mode.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace asio_rdma {
+
+namespace detail {
+class shared_queues_impl;
+} // namespace detail
+
+/// Sizes of a shared_queues.
+struct shared_queue_options {
+  /// Receive buffers in the shared receive queue, for all its connections.
+  std::uint32_t receive_queue_depth = 512;
+  /// Size of each shared receive buffer: the largest message any of the
+  /// connections can receive.
+  std::size_t max_message_size = 64 * 1024;
+  /// Entries of the shared completion queue: at least the sum of the
+  /// connections' send queue depths plus receive_queue_depth.
+  std::uint32_t completion_queue_size = 16384;
+  asio_rdma::completion_mode completion_mode = asio_rdma::completion_mode::event;
+  std::chrono::microseconds adaptive_spin = std::chrono::microseconds(200);
+
+  /// Names the first option out of range, or nullptr.
+  const char* problem() const noexcept {
+    if (receive_queue_depth == 0 || receive_queue_depth > 65536)
+      return "receive_queue_depth must be 1..65536";
+    if (max_message_size == 0 || max_message_size > (std::size_t(1) << 30))
+      return "max_message_size must be 1 byte..1 GiB";
+    if (completion_queue_size < receive_queue_depth)
+      return "completion_queue_size must be at least receive_queue_depth";
+    return nullptr;
+  }
+};
+
+/// A completion queue and a shared receive queue (SRQ) that connections on
+/// one device and one io_context can share, set through
+/// connection_options::shared_queues (for an acceptor: in
+/// acceptor_options::connection). Instead of one CQ, one fd wait and
+/// receive_queue_depth buffers per connection, all of them share one CQ, one
+/// fd and one pool of receive buffers.
+///
+/// A receive completion on the SRQ names its queue pair, so routing it to its
+/// connection takes one lookup in an allocation-free hash table; sends and
+/// one-sided operations complete exactly as without sharing. The objects are
+/// created on the device of the first connection that uses them; a connection
+/// on another device fails with errc::invalid_option. Copies refer to the same
+/// queues, which live as long as a copy or a connection uses them.
+class shared_queues {
+public:
+  /// No shared queues (each connection has its own).
+  shared_queues() noexcept = default;
+  shared_queues(const boost::asio::any_io_executor& ex, const shared_queue_options& options = {});
+
+  explicit operator bool() const noexcept { return impl_ != nullptr; }
+  /// Connections currently using the queues.
+  std::size_t connections() const noexcept;
+  const std::shared_ptr<detail::shared_queues_impl>& impl() const noexcept { return impl_; }
+
+private:
+  std::shared_ptr<detail::shared_queues_impl> impl_;
+};
+
+} // namespace asio_rdma
