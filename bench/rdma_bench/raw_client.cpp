@@ -11,6 +11,7 @@
 #include <netdb.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -118,20 +119,27 @@ result bandwidth(const settings& s, endpoint& ep, const buffer_description& remo
   return m.take();
 }
 
-/// Waits for one completion of `opcode` (others are checked and skipped).
-void wait_for(endpoint& ep, ibv_wc_opcode wanted) {
+/// Waits until a completion of each opcode in `wanted` has been seen (others
+/// are checked and skipped).
+void wait_for(endpoint& ep, std::initializer_list<ibv_wc_opcode> wanted) {
+  unsigned missing = static_cast<unsigned>(wanted.size());
+  bool seen[2] = {false, false};
   ibv_wc wc[4];
-  for (;;) {
+  while (missing > 0) {
     int n = ep.poll(wc, 4);
     if (n < 0)
       fail("ibv_poll_cq", EIO);
-    bool found = false;
     for (int i = 0; i < n; ++i) {
       endpoint::check(wc[i]);
-      found = found || wc[i].opcode == wanted;
+      unsigned k = 0;
+      for (auto opcode : wanted) {
+        if (k < 2 && wc[i].opcode == opcode && !seen[k]) {
+          seen[k] = true;
+          --missing;
+        }
+        ++k;
+      }
     }
-    if (found)
-      return;
   }
 }
 
@@ -144,7 +152,8 @@ result latency(const settings& s, endpoint& ep, const buffer_description& remote
   const bool memory_ping_pong = s.op == operation::write || s.op == operation::write_imm;
   if (memory_ping_pong)
     wr.opcode = IBV_WR_RDMA_WRITE; // ib_write_lat's technique: poll the last byte
-  volatile std::byte* flag = ep.buffer + size - 1;
+  // Write latency: the first slot is the source, the peer writes into the second.
+  volatile std::byte* flag = ep.buffer + 2 * size - 1;
   measurement m(s, size);
   m.begin();
   std::uint8_t seq = 0;
@@ -156,11 +165,10 @@ result latency(const settings& s, endpoint& ep, const buffer_description& remote
       post(ep, &wr);
       while (*flag != std::byte{seq}) {
       }
-      wait_for(ep, IBV_WC_RDMA_WRITE);
+      wait_for(ep, {IBV_WC_RDMA_WRITE});
     } else if (s.op == operation::send) {
       post(ep, &wr);
-      wait_for(ep, IBV_WC_SEND);
-      wait_for(ep, IBV_WC_RECV);
+      wait_for(ep, {IBV_WC_SEND, IBV_WC_RECV});
       ep.post_receives(0, 1, size, 1);
     } else {
       post(ep, &wr);
@@ -205,7 +213,7 @@ result run_size(const settings& s, std::size_t size, std::string& device) {
   endpoint ep;
   const bool latency_mode = s.mode == test_mode::latency;
   const std::uint32_t receives = latency_mode && s.op == operation::send ? 16 : 0;
-  const std::size_t slots = latency_mode ? 1 : s.depth;
+  const std::size_t slots = latency_mode ? 2 : s.depth;
   ep.create(cm.id, t, receives, slots * size, s.completion == completion_mode::event);
   if (receives)
     ep.post_receives(0, receives, size, 1);

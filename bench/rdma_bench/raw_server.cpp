@@ -149,7 +149,7 @@ private:
     wr.num_sge = 1;
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED | (t_.size <= ep_.inline_limit ? IBV_SEND_INLINE : 0);
-    wr.wr.rdma.remote_addr = client.address;
+    wr.wr.rdma.remote_addr = client.address + t_.size; // the client's second slot
     wr.wr.rdma.rkey = client.rkey;
     volatile std::byte* flag = ep_.buffer + t_.size - 1;
     std::byte seen{0};
