@@ -2,7 +2,7 @@
 #include "cm_channel.hpp"
 #include "endpoint.hpp"
 #include "pending_request.hpp"
-#include "invoke_handler.hpp"
+#include "handler_completion.hpp"
 #include "verbs_error.hpp"
 
 #include <asio_rdma/acceptor.hpp>

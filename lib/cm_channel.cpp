@@ -15,12 +15,8 @@ std::shared_ptr<cm_channel> cm_channel::create(const asio::any_io_executor& ex, 
     ec = from_errno();
     return nullptr;
   }
-  // Non-blocking, so the drain loop stops at EAGAIN instead of blocking the io_context.
-  int flags = ::fcntl(channel->fd, F_GETFL);
-  if (flags < 0 || ::fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-    ec = from_errno();
+  if ((ec = set_nonblocking(channel->fd)))
     return nullptr;
-  }
   auto self = std::make_shared<cm_channel>(ex, std::move(channel));
   self->waiter_.set_owner(self);
   ec = {};

@@ -16,11 +16,8 @@ std::shared_ptr<completion_queue> completion_queue::create(const asio::any_io_ex
     ec = from_errno();
     return nullptr;
   }
-  int flags = ::fcntl(channel->fd, F_GETFL);
-  if (flags < 0 || ::fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-    ec = from_errno();
+  if ((ec = set_nonblocking(channel->fd)))
     return nullptr;
-  }
   cq_ptr cq(::ibv_create_cq(device, entries, nullptr, channel.get(), 0));
   if (!cq) {
     ec = from_errno();

@@ -1,6 +1,6 @@
 #include "connection_impl.hpp"
 
-#include "invoke_handler.hpp"
+#include "handler_completion.hpp"
 #include "shared_queues_impl.hpp"
 #include "verbs_error.hpp"
 

@@ -5,6 +5,7 @@
 #include <asio_rdma/error.hpp>
 
 #include <cerrno>
+#include <fcntl.h>
 
 namespace asio_rdma::detail {
 
@@ -30,6 +31,15 @@ inline error_code from_negative_count(int n) noexcept {
   if (n >= 0)
     return {};
   return error_code(errno != 0 ? errno : EIO, boost::system::system_category());
+}
+
+/// Makes a channel fd non-blocking, so that draining it stops at EAGAIN
+/// instead of blocking the io_context.
+inline error_code set_nonblocking(int fd) noexcept {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
+    return from_errno();
+  return {};
 }
 
 } // namespace asio_rdma::detail

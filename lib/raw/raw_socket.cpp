@@ -3,7 +3,7 @@
 #include <asio_rdma/raw_socket.hpp>
 
 #include "raw/bpf_filter.hpp"
-#include "raw/completion.hpp"
+#include "handler_completion.hpp"
 #include "raw/packet_backend.hpp"
 #include "raw/raw_socket_core.hpp"
 #include "raw/verbs_backend.hpp"

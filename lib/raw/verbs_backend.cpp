@@ -80,13 +80,6 @@ bool means_unsupported(int error) {
          error == EPERM || error == EACCES;
 }
 
-error_code set_nonblocking(int fd) {
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
-    return from_errno();
-  return {};
-}
-
 class verbs_backend final : public backend {
 public:
   error_code setup(const interface_info& interface, const raw_socket_options& options);

@@ -1,4 +1,5 @@
-// Delivering a type-erased completion handler its result on the handler's associated executor.
+// Delivering a type-erased completion handler its result on the handler's associated executor
+// (used by every operation body in lib/).
 //
 // Not through asio::append: in Boost 1.81 an lvalue any_completion_handler used as a completion
 // token wraps itself recursively (fixed in 1.82), so the handler is moved into a lambda.
@@ -46,6 +47,22 @@ void post_completion(const boost::asio::any_io_executor& io,
                          ... args = std::move(args)]() mutable {
     dispatch_completion(work, std::move(handler), std::move(args)...);
   });
+}
+
+/// The handler's result, now if the caller runs on the handler's executor (the completion path:
+/// a coroutine resumes inline), else queued there.
+template <typename Signature, typename... Args>
+void dispatch_handler(const boost::asio::any_io_executor& io,
+                      boost::asio::any_completion_handler<Signature> handler, Args... args) {
+  auto work = tracked_executor(handler, io);
+  dispatch_completion(work, std::move(handler), std::move(args)...);
+}
+
+/// The handler's result, never from inside the caller (initiating functions, close()).
+template <typename Signature, typename... Args>
+void post_handler(const boost::asio::any_io_executor& io,
+                  boost::asio::any_completion_handler<Signature> handler, Args... args) {
+  post_completion(io, std::move(handler), std::move(args)...);
 }
 
 } // namespace asio_rdma::detail

@@ -1,0 +1,237 @@
+// Encoding and decoding of the file transfer's control messages (version 1).
+#include <asio_rdma/detail/file_protocol.hpp>
+
+#include <array>
+#include <cstring>
+#include <type_traits>
+
+namespace asio_rdma::detail::file_protocol {
+
+namespace {
+
+class writer {
+public:
+  explicit writer(std::span<std::byte> out) noexcept : out_(out) {}
+
+  template <typename T> void put(T value) noexcept {
+    static_assert(std::is_unsigned_v<T>);
+    if (!fits(sizeof(T)))
+      return;
+    for (std::size_t i = 0; i < sizeof(T); ++i)
+      out_[pos_ + i] = static_cast<std::byte>(value >> (8 * (sizeof(T) - 1 - i)));
+    pos_ += sizeof(T);
+  }
+  void put(std::string_view bytes) noexcept {
+    if (!fits(bytes.size()))
+      return;
+    std::memcpy(out_.data() + pos_, bytes.data(), bytes.size());
+    pos_ += bytes.size();
+  }
+  void header(message_type type) noexcept {
+    put(magic);
+    put(version);
+    put(static_cast<std::uint8_t>(type));
+    put(std::uint16_t(0));
+  }
+  /// Bytes written, 0 if anything did not fit.
+  std::size_t size() const noexcept { return overflow_ ? 0 : pos_; }
+
+private:
+  bool fits(std::size_t n) noexcept {
+    if (out_.size() - pos_ < n)
+      overflow_ = true;
+    return !overflow_;
+  }
+  std::span<std::byte> out_;
+  std::size_t pos_ = 0;
+  bool overflow_ = false;
+};
+
+class reader {
+public:
+  explicit reader(std::span<const std::byte> in) noexcept : in_(in) {}
+
+  template <typename T> T get() noexcept {
+    T value = 0;
+    if (in_.size() - pos_ < sizeof(T)) {
+      pos_ = in_.size();
+      return value;
+    }
+    for (std::size_t i = 0; i < sizeof(T); ++i)
+      value = static_cast<T>((value << 8) | std::to_integer<T>(in_[pos_ + i]));
+    pos_ += sizeof(T);
+    return value;
+  }
+  std::string_view rest() const noexcept {
+    return {reinterpret_cast<const char*>(in_.data()) + pos_, in_.size() - pos_};
+  }
+
+private:
+  std::span<const std::byte> in_;
+  std::size_t pos_ = 0;
+};
+
+constexpr std::size_t fixed_size(message_type t) noexcept {
+  switch (t) {
+  case message_type::hello: return 16;
+  case message_type::hello_ack: return 40;
+  case message_type::file_begin: return 28;
+  case message_type::file_end: return 24;
+  case message_type::credit: return 16;
+  case message_type::status: return 16;
+  }
+  return 0;
+}
+
+struct encoder {
+  writer& w;
+  bool ok = true;
+  void operator()(std::monostate) noexcept { ok = false; }
+  void operator()(const hello& m) noexcept {
+    w.header(message_type::hello);
+    w.put(m.chunk_size);
+    w.put(m.depth);
+    w.put(std::uint16_t(0));
+  }
+  void operator()(const hello_ack& m) noexcept {
+    w.header(message_type::hello_ack);
+    w.put(m.chunk_size);
+    w.put(m.slots);
+    w.put(std::uint16_t(0));
+    w.put(m.buffer.address);
+    w.put(m.buffer.rkey);
+    w.put(std::uint32_t(0));
+    w.put(m.buffer.length);
+  }
+  void operator()(const file_begin& m) noexcept {
+    if (m.name.empty() || m.name.size() > max_name_length) {
+      ok = false;
+      return;
+    }
+    w.header(message_type::file_begin);
+    w.put(m.file_id);
+    w.put(static_cast<std::uint8_t>(m.kind));
+    w.put(std::uint8_t(0));
+    w.put(static_cast<std::uint16_t>(m.name.size()));
+    w.put(m.mode);
+    w.put(m.size);
+    w.put(m.name);
+  }
+  void operator()(const file_end& m) noexcept {
+    w.header(message_type::file_end);
+    w.put(m.file_id);
+    w.put(m.crc32c);
+    w.put(m.size);
+  }
+  void operator()(const credit& m) noexcept {
+    w.header(message_type::credit);
+    w.put(m.sequence);
+    w.put(std::uint32_t(0));
+  }
+  void operator()(const status& m) noexcept {
+    w.header(message_type::status);
+    w.put(m.file_id);
+    w.put(static_cast<std::uint16_t>(m.code));
+    w.put(std::uint16_t(0));
+  }
+};
+
+message fail(error_code& ec) noexcept {
+  ec = errc::protocol_error;
+  return std::monostate{};
+}
+
+} // namespace
+
+std::size_t encode(const message& m, std::span<std::byte> out) noexcept {
+  writer w(out);
+  encoder e{w};
+  std::visit(e, m);
+  return e.ok ? w.size() : 0;
+}
+
+message decode(std::span<const std::byte> in, error_code& ec) noexcept {
+  ec = {};
+  if (in.size() < header_size)
+    return fail(ec);
+  reader r(in);
+  if (r.get<std::uint32_t>() != magic || r.get<std::uint8_t>() != version)
+    return fail(ec);
+  auto type = static_cast<message_type>(r.get<std::uint8_t>());
+  if (r.get<std::uint16_t>() != 0)
+    return fail(ec);
+  std::size_t fixed = fixed_size(type);
+  if (fixed == 0 || in.size() < fixed)
+    return fail(ec);
+  if (type != message_type::file_begin && in.size() != fixed)
+    return fail(ec);
+
+  switch (type) {
+  case message_type::hello: {
+    hello m;
+    m.chunk_size = r.get<std::uint32_t>();
+    m.depth = r.get<std::uint16_t>();
+    if (r.get<std::uint16_t>() != 0)
+      return fail(ec);
+    return m;
+  }
+  case message_type::hello_ack: {
+    hello_ack m;
+    m.chunk_size = r.get<std::uint32_t>();
+    m.slots = r.get<std::uint16_t>();
+    if (r.get<std::uint16_t>() != 0)
+      return fail(ec);
+    m.buffer.address = r.get<std::uint64_t>();
+    m.buffer.rkey = r.get<std::uint32_t>();
+    if (r.get<std::uint32_t>() != 0)
+      return fail(ec);
+    m.buffer.length = r.get<std::uint64_t>();
+    return m;
+  }
+  case message_type::file_begin: {
+    file_begin m;
+    m.file_id = r.get<std::uint32_t>();
+    auto kind = r.get<std::uint8_t>();
+    if (r.get<std::uint8_t>() != 0)
+      return fail(ec);
+    if (kind != static_cast<std::uint8_t>(entry_kind::file) &&
+        kind != static_cast<std::uint8_t>(entry_kind::directory))
+      return fail(ec);
+    m.kind = static_cast<entry_kind>(kind);
+    std::size_t name_length = r.get<std::uint16_t>();
+    m.mode = r.get<std::uint32_t>();
+    m.size = r.get<std::uint64_t>();
+    if (name_length == 0 || name_length > max_name_length || in.size() != fixed + name_length)
+      return fail(ec);
+    if (m.mode > 07777 || (m.kind == entry_kind::directory && m.size != 0))
+      return fail(ec);
+    m.name = r.rest();
+    return m;
+  }
+  case message_type::file_end: {
+    file_end m;
+    m.file_id = r.get<std::uint32_t>();
+    m.crc32c = r.get<std::uint32_t>();
+    m.size = r.get<std::uint64_t>();
+    return m;
+  }
+  case message_type::credit: {
+    credit m;
+    m.sequence = r.get<std::uint32_t>();
+    if (r.get<std::uint32_t>() != 0)
+      return fail(ec);
+    return m;
+  }
+  case message_type::status: {
+    status m;
+    m.file_id = r.get<std::uint32_t>();
+    m.code = static_cast<status_code>(r.get<std::uint16_t>());
+    if (r.get<std::uint16_t>() != 0)
+      return fail(ec);
+    return m;
+  }
+  }
+  return fail(ec);
+}
+
+} // namespace asio_rdma::detail::file_protocol
