@@ -119,8 +119,8 @@ awaitable<void> receive_counter(run& r, peer& p) {
 awaitable<void> latency_worker(run& r, peer& p) {
   auto local = p.region.slice(0, r.size);
   auto remote = p.remote.slice(0, r.size);
-  const bool ping_pong = r.s.op == operation::send || r.s.op == operation::write_imm ||
-                         r.s.op == operation::write;
+  const bool ping_pong =
+      r.s.op == operation::send || r.s.op == operation::write_imm || r.s.op == operation::write;
   while (!r.m.done()) {
     auto start = clock::now();
     asio_rdma::error_code ec;
@@ -157,7 +157,8 @@ asio_rdma::connection_options options_for(const settings& s, std::size_t size) {
   asio_rdma::connection_options o;
   o.max_message_size = std::max<std::size_t>(size, 64);
   o.send_queue_depth = std::max<std::uint32_t>(s.depth, 4);
-  o.receive_queue_depth = s.bidirectional || s.mode == test_mode::latency ? std::max(s.depth, 16u) : 16;
+  o.receive_queue_depth =
+      s.bidirectional || s.mode == test_mode::latency ? std::max(s.depth, 16u) : 16;
   o.max_inline_data = s.inline_size;
   o.timeout = std::chrono::seconds(30);
   auto encoded = encode(parameters_for(s, size));
@@ -183,8 +184,8 @@ awaitable<result> run_size(const settings& s, std::size_t size, std::string& dev
     p->region = asio_rdma::memory_region(p->conn, slots * size, asio_rdma::access::all);
     p->receive_buffer.resize(options.max_message_size);
     // The server advertises its region first, then the client its own.
-    auto remote = co_await p->conn.async_receive_remote_buffer(options.timeout,
-                                                                asio::use_awaitable);
+    auto remote =
+        co_await p->conn.async_receive_remote_buffer(options.timeout, asio::use_awaitable);
     p->remote = remote;
     auto mine = p->region.remote();
     co_await p->conn.async_send_remote_buffer(mine, asio::use_awaitable);

@@ -79,8 +79,8 @@ asio_rdma::connection_options options_for(const test_parameters& t) {
   o.max_message_size = std::max<std::size_t>(t.size, 64);
   o.send_queue_depth = std::max<std::uint32_t>(t.depth, 4);
   // Receives must be posted ahead of a sender that keeps `depth` in flight.
-  const bool receives = t.op == operation::send || t.op == operation::write_imm ||
-                        t.mode == test_mode::latency;
+  const bool receives =
+      t.op == operation::send || t.op == operation::write_imm || t.mode == test_mode::latency;
   o.receive_queue_depth = receives ? std::max<std::uint32_t>(2 * t.depth, 512) : 16;
   o.max_inline_data = t.inline_size;
   o.timeout = std::chrono::seconds(30);
@@ -93,7 +93,8 @@ awaitable<void> serve_one(asio_rdma::connection_request request) {
   auto peer = request.remote_endpoint();
   if (!t) {
     std::cerr << "rdma_bench: rejecting " << peer << ": " << problem << std::endl;
-    auto reason = std::as_bytes(std::span(problem.data(), std::min<std::size_t>(problem.size(), 148)));
+    auto reason =
+        std::as_bytes(std::span(problem.data(), std::min<std::size_t>(problem.size(), 148)));
     request.reject(reason);
     co_return;
   }

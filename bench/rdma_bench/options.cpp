@@ -35,23 +35,34 @@ const char* const usage =
 
 std::string_view name(operation op) {
   switch (op) {
-  case operation::send: return "send";
-  case operation::write: return "write";
-  case operation::write_imm: return "write_imm";
-  case operation::read: return "read";
-  case operation::fetch_add: return "fetch_add";
-  case operation::compare_swap: return "compare_swap";
+  case operation::send:
+    return "send";
+  case operation::write:
+    return "write";
+  case operation::write_imm:
+    return "write_imm";
+  case operation::read:
+    return "read";
+  case operation::fetch_add:
+    return "fetch_add";
+  case operation::compare_swap:
+    return "compare_swap";
   }
   return "?";
 }
 
-std::string_view name(test_mode mode) { return mode == test_mode::latency ? "lat" : "bw"; }
+std::string_view name(test_mode mode) {
+  return mode == test_mode::latency ? "lat" : "bw";
+}
 
 std::string_view name(completion_mode mode) {
   switch (mode) {
-  case completion_mode::event: return "event";
-  case completion_mode::busy: return "busy";
-  case completion_mode::adaptive: return "adaptive";
+  case completion_mode::event:
+    return "event";
+  case completion_mode::busy:
+    return "busy";
+  case completion_mode::adaptive:
+    return "adaptive";
   }
   return "?";
 }
@@ -165,8 +176,7 @@ settings parse_command_line(int argc, char** argv) {
       else if (v == "adaptive")
         s.completion = completion_mode::adaptive;
       else
-        throw usage_error("--completion: '" + std::string(v) +
-                          "' is not event, busy or adaptive");
+        throw usage_error("--completion: '" + std::string(v) + "' is not event, busy or adaptive");
     } else if (arg == "--bidirectional")
       s.bidirectional = true;
     else if (arg == "--inline")

@@ -45,10 +45,10 @@ struct settings {
   operation op = operation::send;
   test_mode mode = test_mode::bandwidth;
   std::vector<std::size_t> sizes{65536};
-  double duration = 2.0;       // seconds per size (when iterations == 0)
+  double duration = 2.0;        // seconds per size (when iterations == 0)
   std::uint64_t iterations = 0; // measured operations per size; 0: use duration
-  double warmup = 0.5;         // seconds before measuring starts
-  std::uint32_t depth = 128;   // operations in flight per connection
+  double warmup = 0.5;          // seconds before measuring starts
+  std::uint32_t depth = 128;    // operations in flight per connection
   std::uint32_t connections = 1;
   std::uint32_t coroutines = 0; // framework: coroutines per connection; 0: one per slot of depth
   completion_mode completion = completion_mode::event; // raw verbs: busy unless given

@@ -34,12 +34,18 @@ struct cm_handles {
 
 ibv_wr_opcode opcode(operation op) {
   switch (op) {
-  case operation::send: return IBV_WR_SEND;
-  case operation::write: return IBV_WR_RDMA_WRITE;
-  case operation::write_imm: return IBV_WR_RDMA_WRITE_WITH_IMM;
-  case operation::read: return IBV_WR_RDMA_READ;
-  case operation::fetch_add: return IBV_WR_ATOMIC_FETCH_AND_ADD;
-  case operation::compare_swap: return IBV_WR_ATOMIC_CMP_AND_SWP;
+  case operation::send:
+    return IBV_WR_SEND;
+  case operation::write:
+    return IBV_WR_RDMA_WRITE;
+  case operation::write_imm:
+    return IBV_WR_RDMA_WRITE_WITH_IMM;
+  case operation::read:
+    return IBV_WR_RDMA_READ;
+  case operation::fetch_add:
+    return IBV_WR_ATOMIC_FETCH_AND_ADD;
+  case operation::compare_swap:
+    return IBV_WR_ATOMIC_CMP_AND_SWP;
   }
   return IBV_WR_SEND;
 }
@@ -54,8 +60,8 @@ void prepare(ibv_send_wr& wr, ibv_sge& sge, const endpoint& ep, const buffer_des
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = opcode(op);
-  const bool carries_data = op == operation::send || op == operation::write ||
-                            op == operation::write_imm;
+  const bool carries_data =
+      op == operation::send || op == operation::write || op == operation::write_imm;
   if (carries_data && size <= ep.inline_limit)
     wr.send_flags |= IBV_SEND_INLINE;
   if (is_atomic(op)) {

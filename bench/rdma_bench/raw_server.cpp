@@ -41,7 +41,8 @@ public:
     receives_ = t.op == operation::send || t.op == operation::write_imm
                     ? std::max<std::uint32_t>(2 * t.depth, 512)
                     : 0;
-    const std::size_t slots = t.mode == test_mode::latency ? 1 : std::max<std::uint32_t>(t.depth, receives_);
+    const std::size_t slots =
+        t.mode == test_mode::latency ? 1 : std::max<std::uint32_t>(t.depth, receives_);
     ep_.create(id, t, receives_, slots * t.size, t.event_completion);
     if (receives_)
       ep_.post_receives(0, receives_, t.size, t.mode == test_mode::latency ? 1 : receives_);
@@ -51,7 +52,8 @@ public:
 
   /// Serves until the client disconnects.
   void run(const buffer_description& client) {
-    if (t_.mode == test_mode::latency && (t_.op == operation::write || t_.op == operation::write_imm))
+    if (t_.mode == test_mode::latency &&
+        (t_.op == operation::write || t_.op == operation::write_imm))
       return write_ping_pong(client);
     if (t_.mode == test_mode::latency && t_.op == operation::send)
       return send_ping_pong();
@@ -188,7 +190,8 @@ void serve_request(rdma_event_channel* channel, rdma_cm_event* request) {
     problem = "a raw-verbs client sends its buffer too", t.reset();
   if (!t) {
     std::cerr << "rdma_bench: rejecting a client: " << problem << std::endl;
-    ::rdma_reject(id, problem.data(), static_cast<std::uint8_t>(std::min<std::size_t>(problem.size(), 148)));
+    ::rdma_reject(id, problem.data(),
+                  static_cast<std::uint8_t>(std::min<std::size_t>(problem.size(), 148)));
     ::rdma_ack_cm_event(request);
     ::rdma_destroy_id(id);
     return;

@@ -16,7 +16,9 @@ double result::quantile(double q) const {
   return latencies_us[index];
 }
 
-void result::finish() { std::sort(latencies_us.begin(), latencies_us.end()); }
+void result::finish() {
+  std::sort(latencies_us.begin(), latencies_us.end());
+}
 
 void print_header(const settings& s, const std::string& device) {
   std::printf("# rdma_bench %s %s %s, device %s, depth %u, connections %u, completion %s%s\n",
@@ -33,12 +35,12 @@ void print_header(const settings& s, const std::string& device) {
 
 void print_row(const settings& s, const result& r) {
   if (s.mode == test_mode::bandwidth)
-    std::printf("%10zu %12llu %10.4f %10.5f\n", r.size, (unsigned long long)r.iterations,
-                r.gbps(), r.mmsgs());
+    std::printf("%10zu %12llu %10.4f %10.5f\n", r.size, (unsigned long long)r.iterations, r.gbps(),
+                r.mmsgs());
   else
     std::printf("%10zu %12llu %9.2f %9.2f %9.2f %9.2f %9.2f\n", r.size,
-                (unsigned long long)r.iterations, r.quantile(0), r.quantile(0.5),
-                r.quantile(0.99), r.quantile(0.999), r.quantile(1));
+                (unsigned long long)r.iterations, r.quantile(0), r.quantile(0.5), r.quantile(0.99),
+                r.quantile(0.999), r.quantile(1));
   std::fflush(stdout);
 }
 
@@ -70,19 +72,19 @@ void write_json(const std::string& path, const settings& s, const std::string& d
       << ", \"port\": " << s.port << ", \"duration_s\": " << s.duration
       << ", \"iterations\": " << s.iterations << ", \"warmup_s\": " << s.warmup
       << ", \"depth\": " << s.depth << ", \"connections\": " << s.connections
-      << ", \"coroutines\": " << s.coroutines << ", \"completion\": "
-      << quoted(std::string(name(s.completion)))
+      << ", \"coroutines\": " << s.coroutines
+      << ", \"completion\": " << quoted(std::string(name(s.completion)))
       << ", \"bidirectional\": " << (s.bidirectional ? "true" : "false")
       << ", \"inline\": " << s.inline_size << "},\n  \"results\": [";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
-    out << (i ? ",\n" : "\n") << "    {\"bytes\": " << r.size << ", \"iterations\": " << r.iterations
-        << ", \"seconds\": " << r.seconds << ", \"gbps\": " << r.gbps()
-        << ", \"mmsg_per_s\": " << r.mmsgs();
+    out << (i ? ",\n" : "\n") << "    {\"bytes\": " << r.size
+        << ", \"iterations\": " << r.iterations << ", \"seconds\": " << r.seconds
+        << ", \"gbps\": " << r.gbps() << ", \"mmsg_per_s\": " << r.mmsgs();
     if (s.mode == test_mode::latency)
       out << ", \"lat_min_us\": " << r.quantile(0) << ", \"lat_p50_us\": " << r.quantile(0.5)
-          << ", \"lat_p99_us\": " << r.quantile(0.99)
-          << ", \"lat_p999_us\": " << r.quantile(0.999) << ", \"lat_max_us\": " << r.quantile(1);
+          << ", \"lat_p99_us\": " << r.quantile(0.99) << ", \"lat_p999_us\": " << r.quantile(0.999)
+          << ", \"lat_max_us\": " << r.quantile(1);
     out << "}";
   }
   out << "\n  ]\n}\n";

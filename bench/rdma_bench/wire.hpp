@@ -79,8 +79,7 @@ inline std::array<std::byte, test_parameters::encoded_size> encode(const test_pa
 
 /// Decodes and checks what a client sent; on failure `problem` says why
 /// (the server sends it back with its rejection).
-inline std::optional<test_parameters> decode(std::span<const std::byte> in,
-                                             std::string& problem) {
+inline std::optional<test_parameters> decode(std::span<const std::byte> in, std::string& problem) {
   if (in.size() < test_parameters::encoded_size || in[0] != std::byte{'R'} ||
       in[1] != std::byte{'B'}) {
     problem = "not an rdma_bench client (no parameters in the private data)";
@@ -119,7 +118,8 @@ inline void encode(const buffer_description& b, std::byte* out) {
 }
 
 inline buffer_description decode_buffer(const std::byte* in) {
-  return {wire::get(in, 8), static_cast<std::uint32_t>(wire::get(in + 8, 4)), wire::get(in + 12, 8)};
+  return {wire::get(in, 8), static_cast<std::uint32_t>(wire::get(in + 8, 4)),
+          wire::get(in + 12, 8)};
 }
 
 } // namespace rdma_bench

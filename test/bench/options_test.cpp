@@ -1,0 +1,126 @@
+// rdma_bench's command line and wire parameters (no device needed).
+#define BOOST_TEST_MODULE bench_options
+#include <boost/test/unit_test.hpp>
+
+#include "cli.hpp"
+#include "options.hpp"
+#include "wire.hpp"
+
+#include <string>
+#include <vector>
+
+using namespace rdma_bench;
+
+namespace {
+
+settings parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "rdma_bench");
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+bool rejects(std::vector<std::string> args, const std::string& fragment) {
+  try {
+    parse(std::move(args));
+  } catch (const asio_rdma::cli::usage_error& e) {
+    BOOST_TEST_MESSAGE(e.what());
+    return std::string(e.what()).find(fragment) != std::string::npos;
+  }
+  return false;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(client_options_are_parsed) {
+  auto s = parse({"client",   "192.0.2.1",  "--op",   "read",     "--mode", "lat",     "--sizes",
+                  "8,4k,1m",  "--duration", "1.5",    "--warmup", "0",      "--depth", "32",
+                  "--inline", "0",          "--json", "out.json", "--port", "9000"});
+  BOOST_TEST(s.role == "client");
+  BOOST_TEST(s.host == "192.0.2.1");
+  BOOST_TEST(s.port == 9000);
+  BOOST_TEST((s.op == operation::read));
+  BOOST_TEST((s.mode == test_mode::latency));
+  BOOST_TEST((s.sizes == std::vector<std::size_t>{8, 4096, 1 << 20}));
+  BOOST_TEST(s.duration == 1.5);
+  BOOST_TEST(s.warmup == 0.0);
+  BOOST_TEST(s.depth == 32u);
+  BOOST_TEST(s.inline_size == 0u);
+  BOOST_TEST(s.json_path == "out.json");
+}
+
+BOOST_AUTO_TEST_CASE(all_sweeps_powers_of_two) {
+  auto s = parse({"client", "h", "--all"});
+  BOOST_TEST(s.sizes.front() == 2u);
+  BOOST_TEST(s.sizes.back() == 8u << 20);
+  BOOST_TEST(s.sizes.size() == 23u);
+}
+
+BOOST_AUTO_TEST_CASE(raw_verbs_defaults_to_busy_polling) {
+  BOOST_TEST((parse({"client", "h", "--raw-verbs"}).completion == completion_mode::busy));
+  BOOST_TEST((parse({"client", "h", "--raw-verbs", "--completion", "event"}).completion ==
+              completion_mode::event));
+  BOOST_TEST((parse({"client", "h"}).completion == completion_mode::event));
+}
+
+BOOST_AUTO_TEST_CASE(bad_options_say_why) {
+  BOOST_TEST(rejects({}, "missing role"));
+  BOOST_TEST(rejects({"client"}, "needs a HOST"));
+  BOOST_TEST(rejects({"client", "h", "--size"}, "--size needs a value"));
+  BOOST_TEST(rejects({"client", "h", "--size", "0"}, "out of range"));
+  BOOST_TEST(rejects({"client", "h", "--sizes", "8,,16"}, "is not a number"));
+  BOOST_TEST(rejects({"client", "h", "--mode", "fast"}, "not bw or lat"));
+  BOOST_TEST(rejects({"client", "h", "--warmup", "-1"}, "out of range"));
+  BOOST_TEST(rejects({"client", "h", "--op", "compare_swap"}, "8 bytes"));
+  BOOST_TEST(rejects({"client", "h", "--raw-verbs", "--connections", "2"}, "one connection"));
+  BOOST_TEST(rejects({"client", "h", "--mode", "lat", "--connections", "2"}, "one connection"));
+  BOOST_TEST(rejects({"client", "h", "extra"}, "unexpected argument 'extra'"));
+  BOOST_TEST(rejects({"server", "--op", "send"}, "unexpected server argument"));
+}
+
+BOOST_AUTO_TEST_CASE(parameters_round_trip_in_the_private_data) {
+  test_parameters t;
+  t.op = operation::write_imm;
+  t.mode = test_mode::latency;
+  t.bidirectional = true;
+  t.event_completion = true;
+  t.depth = 300;
+  t.size = 65536;
+  t.inline_size = 128;
+  auto bytes = encode(t);
+  static_assert(bytes.size() <= 56, "connect private data holds 56 bytes");
+  std::string problem;
+  auto back = decode(bytes, problem);
+  BOOST_REQUIRE(back.has_value());
+  BOOST_TEST((back->op == t.op && back->mode == t.mode));
+  BOOST_TEST(back->bidirectional);
+  BOOST_TEST(back->event_completion);
+  BOOST_TEST(back->depth == 300);
+  BOOST_TEST(back->size == 65536u);
+  BOOST_TEST(back->inline_size == 128u);
+}
+
+BOOST_AUTO_TEST_CASE(bad_parameters_are_refused_with_a_reason) {
+  std::string problem;
+  std::array<std::byte, 56> zeros{};
+  BOOST_TEST(!decode(zeros, problem).has_value());
+  BOOST_TEST(problem.find("not an rdma_bench client") != std::string::npos);
+  auto bytes = encode(test_parameters{});
+  bytes[2] = std::byte{9};
+  BOOST_TEST(!decode(bytes, problem).has_value());
+  BOOST_TEST(problem.find("version 9") != std::string::npos);
+  bytes = encode(test_parameters{}); // size 0
+  BOOST_TEST(!decode(bytes, problem).has_value());
+  BOOST_TEST(!decode(std::span(bytes.data(), 10), problem).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(buffer_description_round_trips) {
+  buffer_description b{0x7fff12345678, 0xdeadbeef, 1ull << 33};
+  std::byte bytes[buffer_description::encoded_size];
+  encode(b, bytes);
+  auto back = decode_buffer(bytes);
+  BOOST_TEST(back.address == b.address);
+  BOOST_TEST(back.rkey == b.rkey);
+  BOOST_TEST(back.length == b.length);
+}

@@ -1,0 +1,62 @@
+#!/bin/bash
+# A short real run of every operation, bandwidth and latency, against the
+# framework server and the raw-verbs server. Needs ASIO_RDMA_TEST_ADDR (set by
+# test/vm/run.sh). Each server is waited for by its listening line.
+set -u
+B=$1
+A=${ASIO_RDMA_TEST_ADDR:?ASIO_RDMA_TEST_ADDR is not set: run through test/vm/run.sh}
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+start_server() { # port [--raw-verbs]
+  "$B" server --bind "$A" --port "$@" >"$dir/server-$1.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 300); do
+    grep -q listening "$dir/server-$1.log" && return 0
+    kill -0 "${pids[-1]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "FAIL: server on port $1 did not listen:"
+  cat "$dir/server-$1.log"
+  exit 1
+}
+
+start_server 7480
+start_server 7481 --raw-verbs
+fails=0
+for impl in framework raw; do
+  port=7480 extra=()
+  [ $impl = raw ] && port=7481 extra=(--raw-verbs)
+  for op in send write write_imm read fetch_add compare_swap; do
+    size=4096
+    case $op in fetch_add | compare_swap) size=8 ;; esac
+    for mode in bw lat; do
+      json=$dir/$impl-$op-$mode.json
+      if out=$(timeout 120 "$B" client "$A" --port $port "${extra[@]}" --op $op --mode $mode \
+        --size $size --depth 16 --duration 0.3 --warmup 0.1 --json "$json" 2>&1) &&
+        grep -q '"iterations": [1-9]' "$json"; then
+        echo "ok: $impl $op $mode: $(echo "$out" | tail -1)"
+      else
+        echo "FAIL: $impl $op $mode:"
+        echo "$out"
+        fails=$((fails + 1))
+      fi
+    done
+  done
+done
+# A sweep with two connections and a bidirectional run on the framework.
+for args in "--sizes 64,4096 --connections 2" "--bidirectional --size 1024"; do
+  if out=$(timeout 120 "$B" client "$A" --port 7480 $args --depth 8 --duration 0.3 --warmup 0.1 2>&1); then
+    echo "ok: $args"
+  else
+    echo "FAIL: $args:"
+    echo "$out"
+    fails=$((fails + 1))
+  fi
+done
+exit $fails
