@@ -314,6 +314,7 @@ void connection_impl::finish_establishment(const cm_event& event) {
   }
   state_ = state::open;
   op_finished();
+  sync_interest();
   auto handler = std::move(establish_handler_);
   auto slot = asio::get_associated_cancellation_slot(handler);
   if (slot.is_connected())
@@ -897,6 +898,7 @@ void connection_impl::begin_close(error_code reason) {
   }
   const bool was_connected = state_ == state::open;
   state_ = state::closing;
+  sync_interest();
   if (id_ && qp_created_) {
     // rdma_disconnect moves the queue pair to the error state (flushing all
     // posted work) and tells the peer; without a connection, do it directly.
@@ -977,9 +979,13 @@ void connection_impl::op_finished() {
 
 void connection_impl::sync_interest() {
   const bool wanted = user_ops_ > 0;
-  if (channel_ && channel_interest_ != wanted) {
-    wanted ? channel_->add_interest() : channel_->remove_interest();
-    channel_interest_ = wanted;
+  // An open connection must answer the peer's disconnect request (the CM
+  // waits for our reply), so its CM events are always awaited; completions
+  // only while an operation needs them.
+  const bool channel_wanted = wanted || state_ == state::open;
+  if (channel_ && channel_interest_ != channel_wanted) {
+    channel_wanted ? channel_->add_interest() : channel_->remove_interest();
+    channel_interest_ = channel_wanted;
   }
   if (cq_ && cq_interest_ != wanted) {
     wanted ? cq_->add_interest() : cq_->remove_interest();

@@ -1,9 +1,10 @@
 // Waits for a file descriptor (an rdma_cm event channel or a completion
-// channel) to become readable on the user's io_context, but only while some
-// user operation needs it ("interest"). An idle connection therefore leaves
-// no work in the io_context, and io_context::run() returns once the user's
-// own operations are done, as with Asio's sockets. Events that arrive
-// meanwhile stay in the kernel until the next wait.
+// channel) to become readable on the user's io_context, but only while
+// somebody needs it ("interest"): completions while a user operation is
+// pending, CM events while a connection is open or being set up. A closed
+// connection therefore leaves no work in the io_context, and an open but idle
+// one only its CM wait. Events that arrive meanwhile stay in the kernel until
+// the next wait.
 #pragma once
 
 #include <asio_rdma/error.hpp>

@@ -54,6 +54,10 @@ struct received_message {
 ///
 /// Buffers passed to an operation must stay valid until it completes.
 ///
+/// While open, a connection waits on its rdma_cm events (it must answer the
+/// peer's disconnect), which keeps the io_context's run() going; close it (or
+/// destroy it) to let run() return.
+///
 /// Wire format: the connection puts nothing of its own on the wire: a
 /// message sent is exactly the bytes given, and any librdmacm peer that posts
 /// receives of max_message_size bytes can talk to it.

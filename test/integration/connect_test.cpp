@@ -8,6 +8,9 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <cstring>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <vector>
 
 namespace ar = asio_rdma;
@@ -16,6 +19,8 @@ using asio::awaitable;
 using asio::use_awaitable;
 using asio_rdma::test::device_address;
 using asio_rdma::test::run;
+
+extern char** environ;
 
 namespace {
 
@@ -272,4 +277,88 @@ BOOST_AUTO_TEST_CASE(fifty_connections_to_one_acceptor_at_once) {
     BOOST_TEST(verified == n);
     BOOST_TEST(served == n);
   }, std::chrono::seconds(300));
+}
+
+// A peer that knows nothing of this library: rdmacm-utils' rdma_server and
+// rdma_client (librdmacm examples: one 16-byte message each way, send/recv).
+namespace {
+
+pid_t spawn(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
+    return -1;
+  return pid;
+}
+
+/// Waits (bounded, while the io_context runs) for `pid` to exit; its exit status or -1.
+awaitable<int> wait_exit(pid_t pid, std::chrono::seconds limit) {
+  auto ex = co_await asio::this_coro::executor;
+  for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      co_return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    asio::steady_timer t(ex, std::chrono::milliseconds(20));
+    co_await t.async_wait(use_awaitable);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  co_return -1;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(plain_librdmacm_client_talks_to_our_acceptor) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0);
+    auto port = std::to_string(acceptor.local_endpoint().port());
+    pid_t client = spawn({"rdma_client", "-s", device_address(), "-p", port});
+    BOOST_TEST_REQUIRE(client > 0);
+    auto conn = co_await acceptor.async_accept(use_awaitable);
+    std::array<std::byte, 64> buf;
+    auto n = co_await conn.async_receive(asio::buffer(buf), use_awaitable);
+    BOOST_TEST(n == 16u); // rdma_client's message
+    co_await conn.async_send(asio::buffer(buf.data(), 16), use_awaitable);
+    BOOST_TEST(co_await wait_exit(client, std::chrono::seconds(30)) == 0);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(our_connect_talks_to_plain_librdmacm_server) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    std::uint16_t port = 0;
+    { // a port that was just free
+      ar::acceptor probe(ex, device_address(), 0);
+      port = probe.local_endpoint().port();
+    }
+    pid_t server = spawn({"rdma_server", "-s", device_address(), "-p", std::to_string(port)});
+    BOOST_TEST_REQUIRE(server > 0);
+    // The server needs a moment before it listens: retry while refused.
+    ar::connection conn;
+    ar::connection_options o;
+    o.max_message_size = 16; // rdma_server posts 16-byte receives
+    for (int attempt = 0; attempt < 100 && !conn.is_open(); ++attempt) {
+      auto [ec, c] = co_await ar::async_connect(ex, device_address(), port, o,
+                                                asio::as_tuple(use_awaitable));
+      if (!ec) {
+        conn = std::move(c);
+        break;
+      }
+      BOOST_TEST_REQUIRE((ec == asio::error::connection_refused), ec.message());
+      asio::steady_timer t(ex, std::chrono::milliseconds(50));
+      co_await t.async_wait(use_awaitable);
+    }
+    BOOST_TEST_REQUIRE(conn.is_open());
+    std::array<std::byte, 16> msg{};
+    co_await conn.async_send(asio::buffer(msg), use_awaitable);
+    auto n = co_await conn.async_receive(asio::buffer(msg), use_awaitable);
+    BOOST_TEST(n == 16u); // rdma_server's reply
+    BOOST_TEST(co_await wait_exit(server, std::chrono::seconds(30)) == 0);
+  });
 }
