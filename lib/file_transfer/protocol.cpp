@@ -73,12 +73,18 @@ private:
 
 constexpr std::size_t fixed_size(message_type t) noexcept {
   switch (t) {
-  case message_type::hello: return 16;
-  case message_type::hello_ack: return 40;
-  case message_type::file_begin: return 28;
-  case message_type::file_end: return 24;
-  case message_type::credit: return 16;
-  case message_type::status: return 16;
+  case message_type::hello:
+    return 16;
+  case message_type::hello_ack:
+    return 40;
+  case message_type::file_begin:
+    return 28;
+  case message_type::file_end:
+    return 24;
+  case message_type::credit:
+    return 16;
+  case message_type::status:
+    return 16;
   }
   return 0;
 }

@@ -1,0 +1,303 @@
+// asio-rdma: awaitable file transfer over an RC connection (files and trees),
+// the sending operations and the receiving server.
+//
+// Data goes by RDMA write with immediate into slots of registered memory that
+// the receiver advertises; the chunk size is negotiated to the smaller of the
+// two sides' buffer sizes; every file is checked with CRC-32C and written as
+// NAME.part until complete. Wire format: detail/file_protocol.hpp and
+// docs/file_transfer.md.
+#pragma once
+
+#include <asio_rdma/acceptor.hpp>
+#include <asio_rdma/connection.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace asio_rdma {
+
+/// Options of a sending side (async_send_file, async_send_tree) and, with
+/// file_receiver_options, of a receiving side.
+struct file_transfer_options {
+  /// Chunk size this side offers (bytes). The transfer uses the smaller of the
+  /// sender's and the receiver's value (librdmaft's rule).
+  std::size_t buffer_size = std::size_t(1) << 20;
+  /// Chunks in flight at once; the transfer uses the smaller of both sides'.
+  std::uint16_t depth = 4;
+  /// Bound on every single wait (the handshake, room for the next chunk, the
+  /// receiver's verdict on a file). When it passes, the connection is closed
+  /// and the operation fails with asio::error::timed_out.
+  std::chrono::milliseconds timeout = std::chrono::seconds(30);
+
+  static constexpr std::size_t min_buffer_size = 512;
+  static constexpr std::size_t max_buffer_size = std::size_t(256) << 20;
+  static constexpr std::uint16_t max_depth = 256;
+
+  /// Names the first option that is out of range, or returns nullptr.
+  const char* problem() const noexcept {
+    if (buffer_size < min_buffer_size || buffer_size > max_buffer_size)
+      return "buffer_size must be 512 bytes..256 MiB";
+    if (depth == 0 || depth > max_depth)
+      return "depth must be 1..256";
+    if (timeout.count() <= 0)
+      return "timeout must be positive";
+    return nullptr;
+  }
+  /// errc::invalid_option if problem() names one, else success.
+  error_code validate() const noexcept {
+    return problem() ? error_code(errc::invalid_option) : error_code();
+  }
+};
+
+/// What a send operation reports when it completes.
+struct transfer_result {
+  /// Files and directories the receiver confirmed.
+  std::uint64_t files = 0;
+  /// File bytes the receiver confirmed.
+  std::uint64_t bytes = 0;
+  /// From the start of the operation to its completion.
+  std::chrono::nanoseconds elapsed{0};
+  /// The negotiated chunk size (0 if the handshake did not happen).
+  std::size_t chunk_size = 0;
+
+  /// bytes / elapsed, in bytes per second (0 for an instant transfer).
+  double bytes_per_second() const noexcept {
+    double s = std::chrono::duration<double>(elapsed).count();
+    return s > 0 ? static_cast<double>(bytes) / s : 0.0;
+  }
+};
+
+namespace detail {
+using transfer_handler = boost::asio::any_completion_handler<void(error_code, transfer_result)>;
+void start_send_paths(connection& conn, std::filesystem::path path, bool tree,
+                      const file_transfer_options& options, transfer_handler handler);
+} // namespace detail
+
+/// Sends one regular file over `conn` to a file_receiver, which stores it
+/// under its directory by the file's name (path.filename()).
+///
+/// The sender offers options.buffer_size and options.depth; the receiver
+/// answers with the smaller values and the registered slots to RDMA-write
+/// into. The name, size and permission bits go first; the data follows in
+/// chunks, `depth` of them in flight; then the CRC-32C of the data, and the
+/// receiver's verdict completes the file. Several transfers may follow each
+/// other on one connection (never two at once).
+///
+/// Completion signature: void(error_code, transfer_result). The handler runs
+/// on its associated executor (default: the connection's), never inside this
+/// function. `conn` must outlive the operation; `path` is copied.
+///
+/// Errors: errc::invalid_option; the file's open/read error
+/// (system_category, e.g. no_such_file_or_directory, before anything is
+/// sent); errc::protocol_error (the receiver refused the name or the
+/// sender's messages, or sent something invalid); errc::remote_failure (the
+/// receiver could not write the file, or the checksum or size did not
+/// match); asio::error::timed_out; asio::error::eof / operation_aborted /
+/// wc_category() errors when the connection ends. On any failure after the
+/// handshake began the connection is closed: the stream cannot be resumed,
+/// and the receiver discards the unfinished file.
+///
+/// Cancellation: terminal cancellation through the handler's slot abandons
+/// the transfer (asio::error::operation_aborted) and closes the connection;
+/// RDMA writes already posted are flushed first.
+template <typename CompletionToken = boost::asio::deferred_t>
+auto async_send_file(connection& conn, const std::filesystem::path& path,
+                     const file_transfer_options& options, CompletionToken&& token = {}) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code, transfer_result)>(
+      [](auto handler, connection* conn, const std::filesystem::path& path,
+         const file_transfer_options& options) {
+        if (!conn->is_open())
+          return detail::post_result(
+              std::move(handler), error_code(boost::asio::error::not_connected), transfer_result());
+        detail::start_send_paths(*conn, path, false, options, std::move(handler));
+      },
+      token, &conn, path, options);
+}
+
+/// Sends the directory `directory` with everything below it, like `cp -r`:
+/// the receiver recreates it as DIR/<directory's name>/... Regular files and
+/// directories are sent (empty directories too); symbolic links, devices and
+/// sockets are skipped, and links are not followed.
+///
+/// Completion signature, lifetimes, errors and cancellation as for
+/// async_send_file; transfer_result::files counts directories and files.
+/// asio::error::not_a_directory (system_category) if `directory` is not one.
+template <typename CompletionToken = boost::asio::deferred_t>
+auto async_send_tree(connection& conn, const std::filesystem::path& directory,
+                     const file_transfer_options& options, CompletionToken&& token = {}) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code, transfer_result)>(
+      [](auto handler, connection* conn, const std::filesystem::path& directory,
+         const file_transfer_options& options) {
+        if (!conn->is_open())
+          return detail::post_result(
+              std::move(handler), error_code(boost::asio::error::not_connected), transfer_result());
+        detail::start_send_paths(*conn, directory, true, options, std::move(handler));
+      },
+      token, &conn, directory, options);
+}
+
+/// One file (or directory) a file_receiver stored.
+struct received_file {
+  /// Where it is now: the receiver's directory joined with the sent name.
+  std::filesystem::path path;
+  /// The relative name the sender gave.
+  std::string name;
+  std::uint64_t size = 0;
+  /// Permission bits applied (the sender's, masked with 0777).
+  std::uint32_t mode = 0;
+  bool directory = false;
+};
+
+/// What one served connection brought.
+struct receive_result {
+  /// The sender's address.
+  boost::asio::ip::tcp::endpoint peer;
+  /// Files and directories completed on this connection, in order.
+  std::vector<received_file> files;
+  /// File bytes stored.
+  std::uint64_t bytes = 0;
+  /// From accepting the connection to its end.
+  std::chrono::nanoseconds elapsed{0};
+  /// The chunk size negotiated last (0 if no handshake happened).
+  std::size_t chunk_size = 0;
+};
+
+/// Options of a file_receiver.
+struct file_receiver_options {
+  /// buffer_size: the receiver's chunk size limit (the negotiated chunk is the
+  /// smaller of both sides'); depth: slots offered; timeout: bound on every
+  /// wait for the sender, including an idle connection between transfers.
+  file_transfer_options transfer;
+  /// Options of the listener and of accepted connections.
+  acceptor_options acceptor;
+  /// Called on the receiver's executor for every file and directory stored
+  /// (librdmaft's rdmaft_recv_cb). May be empty.
+  std::function<void(const received_file&)> on_file;
+};
+
+namespace detail {
+class file_receiver_impl;
+using receive_handler = boost::asio::any_completion_handler<void(error_code, receive_result)>;
+using run_handler = boost::asio::any_completion_handler<void(error_code)>;
+using session_callback = std::function<void(error_code, const receive_result&)>;
+void start_receive_one(const std::shared_ptr<file_receiver_impl>& impl, receive_handler handler);
+void start_run(const std::shared_ptr<file_receiver_impl>& impl, session_callback on_session,
+               run_handler handler);
+} // namespace detail
+
+/// A receiving server (librdmaft's rdmaft_start_recv): listens for senders
+/// and stores what they send under one directory.
+///
+/// Names from the wire are checked: absolute names, "..", "." and empty
+/// components are refused with errc::protocol_error; intermediate components
+/// that are symbolic links are not followed, so nothing is ever written
+/// outside the directory. A file is written as NAME.part and renamed to NAME
+/// only when its size and CRC-32C match; an unfinished or failed file is
+/// removed. An existing NAME is replaced.
+///
+/// Disk writes are synchronous on the receiver's executor (no thread of the
+/// library's own); use an io_context of its own for a busy receiver.
+///
+/// Use from the executor's thread. Move-only; destroying it stops it (see
+/// stop()).
+class file_receiver {
+public:
+  using executor_type = boost::asio::any_io_executor;
+
+  /// Listens on `address`:`port` (port 0: a free one, see local_endpoint())
+  /// and stores into `directory`, which must exist. Throws
+  /// boost::system::system_error (errc::invalid_option for bad options,
+  /// not_a_directory, or the listener's errors).
+  file_receiver(const executor_type& ex, const std::string& address, std::uint16_t port,
+                const std::filesystem::path& directory, file_receiver_options options = {});
+  file_receiver(file_receiver&&) noexcept;
+  file_receiver& operator=(file_receiver&&) noexcept;
+  file_receiver(const file_receiver&) = delete;
+  file_receiver& operator=(const file_receiver&) = delete;
+  /// Calls stop().
+  ~file_receiver();
+
+  executor_type get_executor() const noexcept { return ex_; }
+  /// The address and port listened on.
+  boost::asio::ip::tcp::endpoint local_endpoint() const;
+  /// The directory files are stored in (absolute).
+  const std::filesystem::path& directory() const;
+
+  /// Sets the buffer size offered to connections accepted from now on
+  /// (librdmaft's rdmaft_reset_recv_buffer_size). errc::invalid_option (and
+  /// nothing changes) if out of range.
+  void set_buffer_size(std::size_t buffer_size, error_code& ec);
+  void set_buffer_size(std::size_t buffer_size);
+
+  /// Accepts one connection and serves it until the sender disconnects.
+  ///
+  /// Completion signature: void(error_code, receive_result). Success when the
+  /// sender disconnected between files; otherwise the error that ended the
+  /// connection (errc::protocol_error for a refused name or malformed
+  /// messages, asio::error::eof when the sender left in the middle of a file,
+  /// asio::error::timed_out, asio::error::operation_aborted after stop()),
+  /// with the files completed so far in the result. The handler runs on its
+  /// associated executor (default: the receiver's).
+  ///
+  /// Cancellation: terminal cancellation abandons the wait or the connection
+  /// (its unfinished file is removed). The receiver must outlive the call.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_receive_one(CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, receive_result)>(
+        [](auto handler, const std::shared_ptr<detail::file_receiver_impl>& impl) {
+          if (!impl) // moved from
+            return detail::post_result(std::move(handler),
+                                       error_code(boost::asio::error::bad_descriptor),
+                                       receive_result());
+          detail::start_receive_one(impl, std::move(handler));
+        },
+        token, impl_);
+  }
+
+  /// Serves any number of connections at once until stop(); calls
+  /// `on_session(error_code, const receive_result&)` on the receiver's
+  /// executor when each connection ends (as async_receive_one would report
+  /// it). A failed handshake or connection does not stop the server.
+  ///
+  /// Completion signature: void(error_code): asio::error::operation_aborted
+  /// after stop() (or cancellation), once every connection has ended; an
+  /// error of the listener otherwise.
+  ///
+  /// Cancellation: terminal cancellation acts as stop().
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_run(detail::session_callback on_session, CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto handler, const std::shared_ptr<detail::file_receiver_impl>& impl,
+           detail::session_callback on_session) {
+          if (!impl) // moved from
+            return detail::post_result(std::move(handler),
+                                       error_code(boost::asio::error::bad_descriptor));
+          detail::start_run(impl, std::move(on_session), std::move(handler));
+        },
+        token, impl_, std::move(on_session));
+  }
+
+  /// Stops (librdmaft's rdmaft_stop_recv): closes the listener and every
+  /// connection being served; pending async_receive_one / async_run complete
+  /// with asio::error::operation_aborted and unfinished files are removed.
+  /// Files already completed stay. Further operations fail the same way.
+  void stop() noexcept;
+
+private:
+  executor_type ex_;
+  std::shared_ptr<detail::file_receiver_impl> impl_;
+};
+
+} // namespace asio_rdma

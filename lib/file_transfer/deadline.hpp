@@ -1,0 +1,76 @@
+// A watchdog for the waits of one file transfer connection: armed before
+// each wait, it closes the connection when the wait lasts longer than the
+// timeout, which completes the pending operation (operation_aborted), and
+// remembers that it did so the caller reports asio::error::timed_out.
+//
+// Re-arming only moves a time point: the timer is waited on again only when
+// it fires, so the data path costs no allocation per chunk.
+#pragma once
+
+#include <asio_rdma/connection.hpp>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <memory>
+
+namespace asio_rdma::detail {
+
+class deadline {
+public:
+  deadline(const boost::asio::any_io_executor& ex, connection& conn,
+           std::chrono::milliseconds timeout)
+      : state_(std::make_shared<state>(ex, conn, timeout)) {}
+  deadline(const deadline&) = delete;
+  deadline& operator=(const deadline&) = delete;
+  ~deadline() {
+    state_->conn = nullptr;
+    state_->armed = false;
+    state_->timer.cancel();
+  }
+
+  /// The next `timeout` from now is allowed for the wait that follows.
+  void arm() {
+    auto& s = *state_;
+    s.at = std::chrono::steady_clock::now() + s.timeout;
+    s.armed = true;
+    if (!s.waiting)
+      wait(state_);
+  }
+  /// No wait is in progress.
+  void disarm() noexcept { state_->armed = false; }
+  /// True once the watchdog closed the connection.
+  bool expired() const noexcept { return state_->expired; }
+
+private:
+  struct state {
+    state(const boost::asio::any_io_executor& ex, connection& c, std::chrono::milliseconds t)
+        : timer(ex), conn(&c), timeout(t) {}
+    boost::asio::steady_timer timer;
+    connection* conn;
+    std::chrono::milliseconds timeout;
+    std::chrono::steady_clock::time_point at;
+    bool armed = false;
+    bool waiting = false;
+    bool expired = false;
+  };
+
+  static void wait(const std::shared_ptr<state>& s) {
+    s->waiting = true;
+    s->timer.expires_at(s->at);
+    s->timer.async_wait([s](error_code) {
+      s->waiting = false;
+      if (!s->armed || !s->conn)
+        return;
+      if (std::chrono::steady_clock::now() < s->at)
+        return wait(s);
+      s->expired = true;
+      s->armed = false;
+      s->conn->close();
+    });
+  }
+
+  std::shared_ptr<state> state_;
+};
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,70 @@
+// Creating received files safely below a directory: every component is
+// opened relative to its parent with O_NOFOLLOW, the data goes to NAME.part,
+// which is renamed to NAME only once complete and removed otherwise.
+#pragma once
+
+#include <asio_rdma/error.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace asio_rdma::detail {
+
+/// An owned file descriptor (-1: none).
+class unique_fd {
+public:
+  unique_fd() noexcept = default;
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  unique_fd(unique_fd&& o) noexcept : fd_(o.release()) {}
+  unique_fd& operator=(unique_fd&& o) noexcept;
+  ~unique_fd();
+  int get() const noexcept { return fd_; }
+  int release() noexcept {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  explicit operator bool() const noexcept { return fd_ >= 0; }
+
+private:
+  int fd_ = -1;
+};
+
+/// Opens (creating them with mode 0755 where missing) the directories
+/// `components` below `root`; symbolic links are refused (ELOOP/ENOTDIR).
+unique_fd open_directories(int root, std::span<const std::string> components, error_code& ec);
+
+/// A file being received: NAME.part in its directory until commit().
+class partial_file {
+public:
+  partial_file() noexcept = default;
+  partial_file(partial_file&& other) noexcept
+      : directory_(std::move(other.directory_)), file_(std::move(other.file_)),
+        name_(std::exchange(other.name_, {})) {}
+  partial_file& operator=(partial_file&& other) noexcept;
+  /// Removes the unfinished file.
+  ~partial_file() { discard(); }
+
+  /// Creates (truncating) DIR/COMPONENTS.part below `root`, mode 0600 until
+  /// commit.
+  static partial_file create(int root, std::span<const std::string> components, error_code& ec);
+
+  bool is_open() const noexcept { return static_cast<bool>(file_); }
+  /// Writes all of `data` at `offset`.
+  void write_at(std::span<const std::byte> data, std::uint64_t offset, error_code& ec) noexcept;
+  /// Applies `mode`, closes and renames NAME.part to NAME (replacing it).
+  void commit(std::uint32_t mode, error_code& ec) noexcept;
+  /// Closes and removes NAME.part (nothing if already committed).
+  void discard() noexcept;
+
+private:
+  unique_fd directory_;
+  unique_fd file_;
+  std::string name_;
+};
+
+} // namespace asio_rdma::detail

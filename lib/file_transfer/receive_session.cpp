@@ -1,0 +1,224 @@
+// The receiving side of one connection (see receive_session.hpp and
+// docs/file_transfer.md).
+#include "receive_session.hpp"
+
+#include "control.hpp"
+
+#include <asio_rdma/detail/file_name.hpp>
+
+#include <boost/asio/this_coro.hpp>
+
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include <algorithm>
+
+namespace asio_rdma::detail {
+
+namespace asio = boost::asio;
+namespace proto = file_protocol;
+using asio::awaitable;
+
+namespace {
+constexpr auto as_awaitable_tuple = asio::as_tuple(asio::use_awaitable);
+} // namespace
+
+receive_session::credit_ring::credit_ring(const asio::any_io_executor& ex)
+    : signal(ex, asio::steady_timer::time_point::max()) {}
+
+receive_session::receive_session(file_receiver_impl& impl, connection& conn, receive_result& result)
+    : impl_(impl), conn_(conn), result_(result),
+      deadline_(conn.get_executor(), conn, impl.options.transfer.timeout),
+      credits_(std::make_shared<credit_ring>(conn.get_executor())) {
+  // Sized for the most slots this receiver offers, once: buffers of credits in
+  // flight must not move.
+  credits_->buffers.resize(std::size_t(impl.options.transfer.depth) * 2);
+  credits_->busy.resize(credits_->buffers.size());
+}
+
+awaitable<error_code> receive_session::run() {
+  for (;;) {
+    deadline_.arm();
+    auto [ec, m] = co_await conn_.async_receive_message(asio::buffer(in_), as_awaitable_tuple);
+    deadline_.disarm();
+    if (ec == asio::error::eof && !file_.is_open())
+      co_return error_code(); // the sender left between files: done
+    if (ec)
+      co_return wait_error(ec, deadline_); // an unfinished file is removed by file_
+    if (m.rdma_write) {
+      if ((ec = co_await on_chunk(m)))
+        co_return ec;
+      continue;
+    }
+    if (m.immediate)
+      co_return co_await refuse(file_id_, proto::status_code::protocol_error, errc::protocol_error);
+    std::span<const std::byte> bytes(in_.data(), m.size);
+    auto message = proto::decode(bytes, ec);
+    if (auto* hello = std::get_if<proto::hello>(&message))
+      ec = co_await on_hello(*hello);
+    else if (auto* begin = std::get_if<proto::file_begin>(&message))
+      ec = co_await on_begin(*begin);
+    else if (auto* end = std::get_if<proto::file_end>(&message))
+      ec = co_await on_end(*end);
+    else
+      ec = co_await refuse(file_id_, proto::status_code::protocol_error, errc::protocol_error);
+    if (ec)
+      co_return ec;
+  }
+}
+
+awaitable<error_code> receive_session::on_hello(const proto::hello& m) {
+  if (file_.is_open() || m.chunk_size == 0 || m.depth == 0)
+    co_return co_await refuse(0, proto::status_code::protocol_error, errc::protocol_error);
+  const auto& mine = impl_.options.transfer;
+  std::uint32_t chunk =
+      static_cast<std::uint32_t>(std::min<std::size_t>(m.chunk_size, mine.buffer_size));
+  std::uint16_t slots = std::min(m.depth, mine.depth);
+  std::size_t bytes = std::size_t(chunk) * slots;
+  if (!slots_.is_registered() || slots_.size() != bytes) {
+    slots_ = memory_region(); // deregister before registering anew
+    error_code ec;
+    slots_ = memory_region(conn_, bytes, access::local_write | access::remote_write, ec);
+    if (ec)
+      co_return co_await refuse(0, proto::status_code::io_error, ec);
+  }
+  ack_.chunk_size = chunk;
+  ack_.slots = slots;
+  ack_.buffer = slots_.remote();
+  result_.chunk_size = chunk;
+  proto::message reply_message = ack_;
+  co_return co_await send_control(conn_, reply_message, out_);
+}
+
+awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
+  if (file_.is_open() || ack_.slots == 0)
+    co_return co_await refuse(m.file_id, proto::status_code::protocol_error, errc::protocol_error);
+  error_code ec;
+  auto components = split_relative_name(m.name, ec);
+  if (ec)
+    co_return co_await refuse(m.file_id, proto::status_code::bad_name, errc::protocol_error);
+  received_file f;
+  f.name = std::string(m.name);
+  f.path = impl_.directory / f.name;
+  f.mode = m.mode & 0777;
+  if (m.kind == proto::entry_kind::directory) {
+    auto dir = open_directories(impl_.directory_fd.get(), components, ec);
+    if (!ec && ::fchmod(dir.get(), f.mode | 0700) != 0)
+      ec = error_code(errno, boost::system::system_category());
+    if (ec)
+      co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+    f.directory = true;
+    if ((ec = co_await reply(m.file_id, proto::status_code::ok)))
+      co_return ec;
+    completed(std::move(f));
+    co_return error_code();
+  }
+  file_ = partial_file::create(impl_.directory_fd.get(), components, ec);
+  if (ec) {
+    file_.discard();
+    co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+  }
+  name_ = std::move(f.name);
+  file_id_ = m.file_id;
+  mode_ = f.mode;
+  size_ = m.size;
+  received_ = 0;
+  next_sequence_ = 0;
+  crc_ = 0;
+  co_return co_await reply(m.file_id, proto::status_code::ok);
+}
+
+awaitable<error_code> receive_session::on_chunk(const received_message& m) {
+  if (!file_.is_open() || !m.immediate || *m.immediate != next_sequence_ ||
+      m.size != std::min<std::uint64_t>(ack_.chunk_size, size_ - received_))
+    co_return co_await refuse(file_id_, proto::status_code::protocol_error, errc::protocol_error);
+  std::size_t slot = next_sequence_ % ack_.slots;
+  auto data = slots_.data().subspan(slot * ack_.chunk_size, m.size);
+  crc_ = proto::crc32c(crc_, data);
+  error_code ec;
+  file_.write_at(data, received_, ec);
+  if (ec)
+    co_return co_await refuse(file_id_, proto::status_code::io_error, ec);
+  received_ += m.size;
+  co_return co_await send_credit(next_sequence_++);
+}
+
+awaitable<error_code> receive_session::on_end(const proto::file_end& m) {
+  if (!file_.is_open() || m.file_id != file_id_)
+    co_return co_await refuse(m.file_id, proto::status_code::protocol_error, errc::protocol_error);
+  if (m.size != size_ || received_ != size_)
+    co_return co_await refuse(m.file_id, proto::status_code::size_mismatch, errc::protocol_error);
+  if (m.crc32c != crc_)
+    co_return co_await refuse(m.file_id, proto::status_code::checksum_mismatch,
+                              errc::protocol_error);
+  error_code ec;
+  file_.commit(mode_, ec);
+  if (ec)
+    co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+  received_file f;
+  f.path = impl_.directory / name_;
+  f.name = std::move(name_);
+  f.size = size_;
+  f.mode = mode_;
+  result_.bytes += size_;
+  if ((ec = co_await reply(m.file_id, proto::status_code::ok)))
+    co_return ec;
+  completed(std::move(f));
+  co_return error_code();
+}
+
+awaitable<error_code> receive_session::reply(std::uint32_t file_id, proto::status_code code) {
+  proto::status s;
+  s.file_id = file_id;
+  s.code = code;
+  proto::message m = s;
+  co_return co_await send_control(conn_, m, out_);
+}
+
+awaitable<error_code> receive_session::refuse(std::uint32_t file_id, proto::status_code code,
+                                              error_code ec) {
+  file_.discard();
+  co_await reply(file_id, code); // best effort: the session ends with `ec` anyway
+  co_return ec;
+}
+
+awaitable<error_code> receive_session::send_credit(std::uint32_t sequence) {
+  auto& ring = *credits_;
+  std::size_t index = credit_next_ % ring.buffers.size();
+  // A buffer is reused only once the send that used it completed (almost always
+  // long before: the ring holds twice the chunks in flight).
+  while (ring.busy[index] && !ring.error) {
+    deadline_.arm();
+    co_await ring.signal.async_wait(as_awaitable_tuple);
+    deadline_.disarm();
+    auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none)
+      co_return error_code(asio::error::operation_aborted);
+    if (deadline_.expired())
+      co_return error_code(asio::error::timed_out);
+  }
+  if (ring.error)
+    co_return ring.error;
+  proto::credit c;
+  c.sequence = sequence;
+  std::size_t n = proto::encode(c, ring.buffers[index]);
+  ring.busy[index] = 1;
+  ++credit_next_;
+  conn_.async_send(asio::buffer(ring.buffers[index].data(), n),
+                   [r = credits_, index](error_code ec, std::size_t) {
+                     if (ec && !r->error)
+                       r->error = ec;
+                     r->busy[index] = 0;
+                     r->signal.cancel();
+                   });
+  co_return error_code();
+}
+
+void receive_session::completed(received_file f) {
+  result_.files.push_back(std::move(f));
+  if (impl_.options.on_file)
+    impl_.options.on_file(result_.files.back());
+}
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,39 @@
+// The shared state of a file_receiver: the listener, the directory, the
+// options, and the connections being served (so that stop() can close them).
+#pragma once
+
+#include "partial_file.hpp"
+
+#include <asio_rdma/file_transfer.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <set>
+
+namespace asio_rdma::detail {
+
+class file_receiver_impl {
+public:
+  file_receiver_impl(const boost::asio::any_io_executor& ex, const std::string& address,
+                     std::uint16_t port, const std::filesystem::path& directory,
+                     file_receiver_options options);
+
+  /// Closes the listener and every connection being served.
+  void stop() noexcept;
+
+  boost::asio::any_io_executor ex;
+  file_receiver_options options;
+  std::filesystem::path directory;
+  unique_fd directory_fd;
+  acceptor listener;
+  bool stopped = false;
+  /// Connections being served; a session registers while it runs.
+  std::set<connection*> active;
+};
+
+/// Serves one accepted connection until the sender leaves, an error, or stop().
+boost::asio::awaitable<std::pair<error_code, receive_result>>
+serve_connection(std::shared_ptr<file_receiver_impl> impl, connection conn);
+
+} // namespace asio_rdma::detail
