@@ -1,0 +1,187 @@
+// The file transfer's wire format and name checks: pure functions, no device.
+#define BOOST_TEST_MODULE file_protocol
+#include <boost/test/unit_test.hpp>
+
+#include <asio_rdma/detail/file_name.hpp>
+#include <asio_rdma/detail/file_protocol.hpp>
+#include <asio_rdma/file_transfer.hpp>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace ar = asio_rdma;
+namespace proto = asio_rdma::detail::file_protocol;
+
+namespace {
+
+std::vector<std::byte> encoded(const proto::message& m) {
+  std::vector<std::byte> out(proto::max_message_size);
+  out.resize(proto::encode(m, out));
+  return out;
+}
+
+/// Encodes and decodes `m`; true if the same message comes back (checked
+/// while the bytes a file_begin's name views are alive).
+template <typename T> bool round_trip(const T& m) {
+  auto bytes = encoded(m);
+  BOOST_REQUIRE(!bytes.empty());
+  ar::error_code ec;
+  auto back = proto::decode(bytes, ec);
+  BOOST_REQUIRE(!ec);
+  BOOST_REQUIRE(std::holds_alternative<T>(back));
+  return std::get<T>(back) == m;
+}
+
+std::span<const std::byte> as_bytes(const std::string& s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(every_message_round_trips) {
+  proto::hello h{1 << 20, 8};
+  BOOST_TEST(round_trip(h));
+  proto::hello_ack a{65536, 4, ar::remote_buffer{0x1122334455667788ull, 0xabcdef01u, 262144}};
+  BOOST_TEST(round_trip(a));
+  std::string name = "dir/sub/file.bin";
+  proto::file_begin b{7, proto::entry_kind::file, 0644, 123456789012ull, name};
+  BOOST_TEST(round_trip(b));
+  proto::file_begin d{8, proto::entry_kind::directory, 0755, 0, "dir"};
+  BOOST_TEST(round_trip(d));
+  proto::file_end e{7, 0xdeadbeefu, 123456789012ull};
+  BOOST_TEST(round_trip(e));
+  proto::credit c{0xfffffffeu};
+  BOOST_TEST(round_trip(c));
+  proto::status s{9, proto::status_code::checksum_mismatch};
+  BOOST_TEST(round_trip(s));
+}
+
+BOOST_AUTO_TEST_CASE(layout_is_fixed_and_in_network_byte_order) {
+  auto bytes = encoded(proto::hello{0x01020304u, 0x0506});
+  BOOST_TEST(bytes.size() == 16u);
+  const unsigned char expected[16] = {'R', 'D', 'F', 'T', 1, 1, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0};
+  BOOST_TEST(std::memcmp(bytes.data(), expected, 16) == 0);
+  BOOST_TEST(encoded(proto::hello_ack{}).size() == 40u);
+  BOOST_TEST(encoded(proto::file_end{}).size() == 24u);
+  BOOST_TEST(encoded(proto::credit{}).size() == 16u);
+  BOOST_TEST(encoded(proto::status{}).size() == 16u);
+  auto begin = encoded(proto::file_begin{1, proto::entry_kind::file, 0600, 5, "abc"});
+  BOOST_TEST(begin.size() == 31u);
+  BOOST_TEST(int(begin[14]) == 0); // name length, big-endian
+  BOOST_TEST(int(begin[15]) == 3);
+  BOOST_TEST(int(begin[27]) == 5); // size, big-endian, last byte
+  BOOST_TEST(char(begin[28]) == 'a');
+}
+
+BOOST_AUTO_TEST_CASE(malformed_messages_are_protocol_errors) {
+  auto good = encoded(proto::credit{3});
+  auto check = [](std::vector<std::byte> bytes, const char* what) {
+    ar::error_code ec;
+    auto m = proto::decode(bytes, ec);
+    BOOST_TEST((ec == ar::errc::protocol_error), what);
+    BOOST_TEST(std::holds_alternative<std::monostate>(m), what);
+  };
+  check({}, "empty");
+  check(std::vector<std::byte>(good.begin(), good.begin() + 7), "shorter than a header");
+  check(std::vector<std::byte>(good.begin(), good.end() - 1), "truncated");
+  auto longer = good;
+  longer.push_back(std::byte{0});
+  check(longer, "trailing bytes");
+  auto bad = good;
+  bad[0] = std::byte{'X'};
+  check(bad, "wrong magic");
+  bad = good;
+  bad[4] = std::byte{2};
+  check(bad, "unknown version");
+  bad = good;
+  bad[5] = std::byte{99};
+  check(bad, "unknown type");
+  bad = good;
+  bad[7] = std::byte{1};
+  check(bad, "reserved header bytes");
+  bad = good;
+  bad[15] = std::byte{1};
+  check(bad, "reserved payload bytes");
+
+  auto begin = encoded(proto::file_begin{1, proto::entry_kind::file, 0600, 5, "abc"});
+  bad = begin;
+  bad[15] = std::byte{4}; // name length says 4, 3 bytes follow
+  check(bad, "name length mismatch");
+  bad = begin;
+  bad[12] = std::byte{3};
+  check(bad, "unknown entry kind");
+  bad = begin;
+  bad[17] = std::byte{0x10}; // mode 0x100180 > 07777
+  check(bad, "mode out of range");
+  auto dir = encoded(proto::file_begin{1, proto::entry_kind::directory, 0755, 0, "d"});
+  dir[27] = std::byte{1};
+  check(dir, "directory with a size");
+}
+
+BOOST_AUTO_TEST_CASE(encode_refuses_what_it_cannot_represent) {
+  std::array<std::byte, 8> small{};
+  BOOST_TEST(proto::encode(proto::hello{}, small) == 0u);
+  std::vector<std::byte> big(proto::max_message_size + 10);
+  std::string too_long(proto::max_name_length + 1, 'a');
+  BOOST_TEST(proto::encode(proto::file_begin{1, proto::entry_kind::file, 0, 0, too_long}, big) ==
+             0u);
+  BOOST_TEST(proto::encode(proto::file_begin{1, proto::entry_kind::file, 0, 0, ""}, big) == 0u);
+  std::string longest(proto::max_name_length, 'a');
+  BOOST_TEST(proto::encode(proto::file_begin{1, proto::entry_kind::file, 0, 0, longest}, big) ==
+             proto::max_message_size);
+}
+
+BOOST_AUTO_TEST_CASE(crc32c_matches_the_standard_check_value) {
+  std::string check = "123456789";
+  BOOST_TEST(proto::crc32c(0, as_bytes(check)) == 0xE3069283u);
+  // Incremental == one pass.
+  std::string a = "12345", b = "6789";
+  BOOST_TEST(proto::crc32c(proto::crc32c(0, as_bytes(a)), as_bytes(b)) == 0xE3069283u);
+  BOOST_TEST(proto::crc32c(0, {}) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(relative_names_are_split) {
+  ar::error_code ec;
+  auto parts = ar::detail::split_relative_name("a/b c/.hidden/file..txt", ec);
+  BOOST_TEST(!ec);
+  std::vector<std::string> expected = {"a", "b c", ".hidden", "file..txt"};
+  BOOST_TEST(parts == expected, boost::test_tools::per_element());
+  parts = ar::detail::split_relative_name("plain", ec);
+  BOOST_TEST(!ec);
+  BOOST_TEST(parts.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(names_that_could_escape_are_refused) {
+  const char* bad[] = {"",      "/etc/passwd", "..",     "../x",  "a/../../x", "a/..",
+                       "./a",   "a/./b",       "a//b",   "a/",    "//x",       "."};
+  for (const char* name : bad) {
+    ar::error_code ec;
+    auto parts = ar::detail::split_relative_name(name, ec);
+    BOOST_TEST((ec == ar::errc::protocol_error), "'" << name << "'");
+    BOOST_TEST(parts.empty());
+  }
+  ar::error_code ec;
+  std::string with_nul("a\0b", 3);
+  ar::detail::split_relative_name(with_nul, ec);
+  BOOST_TEST((ec == ar::errc::protocol_error));
+  ar::detail::split_relative_name(std::string(ar::detail::max_name_component + 1, 'x'), ec);
+  BOOST_TEST((ec == ar::errc::protocol_error));
+  ar::detail::split_relative_name(std::string(ar::detail::max_name_component, 'x'), ec);
+  BOOST_TEST(!ec);
+}
+
+BOOST_AUTO_TEST_CASE(options_name_the_bad_field) {
+  ar::file_transfer_options o;
+  BOOST_TEST(o.problem() == nullptr);
+  o.buffer_size = 100;
+  BOOST_TEST(std::string(o.problem()).find("buffer_size") != std::string::npos);
+  BOOST_TEST((o.validate() == ar::errc::invalid_option));
+  o = {};
+  o.depth = 0;
+  BOOST_TEST(std::string(o.problem()).find("depth") != std::string::npos);
+  o = {};
+  o.timeout = std::chrono::milliseconds(0);
+  BOOST_TEST(std::string(o.problem()).find("timeout") != std::string::npos);
+}
