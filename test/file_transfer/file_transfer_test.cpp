@@ -22,7 +22,12 @@ namespace proto = asio_rdma::detail::file_protocol;
 using asio::awaitable;
 using asio::use_awaitable;
 using ar::test::device_address;
-using ar::test::run;
+
+/// ar::test::run, usable again on an io_context that ran out of work before.
+template <typename Body> void run(asio::io_context& io, Body body) {
+  io.restart();
+  ar::test::run(io, std::move(body));
+}
 
 namespace {
 
@@ -64,7 +69,7 @@ std::vector<std::string> listing(const fs::path& dir) {
   std::vector<std::string> names;
   for (auto& e : fs::recursive_directory_iterator(dir))
     names.push_back(e.path().lexically_relative(dir).generic_string() +
-                    (e.is_directory() ? "/" : ""));
+                    (fs::is_directory(e.symlink_status()) ? "/" : ""));
   std::sort(names.begin(), names.end());
   return names;
 }
