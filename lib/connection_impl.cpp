@@ -638,6 +638,14 @@ void connection_impl::flush() {
       op->sge[0] = {reinterpret_cast<std::uintptr_t>(atomic_block_.slot(op->send_slot)),
                     sizeof(std::uint64_t), atomic_block_.mr->lkey};
     }
+    // Selective signalling: one completion per signal_interval requests;
+    // RC completes in order, so a completion also completes the requests
+    // before it (errors are always reported, signalled or not).
+    op->wr.send_flags &= ~unsigned(IBV_SEND_SIGNALED);
+    if (++unsignaled_ >= signal_interval) {
+      op->wr.send_flags |= IBV_SEND_SIGNALED;
+      unsignaled_ = 0;
+    }
     if (last)
       last->next = &op->wr;
     else
@@ -648,6 +656,8 @@ void connection_impl::flush() {
   }
   if (!first)
     return;
+  last->send_flags |= IBV_SEND_SIGNALED; // nothing may wait on a later request
+  unsignaled_ = 0;
   ibv_send_wr* bad = nullptr;
   if (int rc = ::ibv_post_send(qp, first, &bad)) {
     // Requests from `bad` on were not posted: they are the tail of posted_sends_.
@@ -713,24 +723,30 @@ void connection_impl::on_send_complete(completion_target* target, const ibv_wc& 
   std::shared_ptr<connection_impl> keep_alive;
   if (self->shared_)
     keep_alive = self->shared_from_this();
-  // RC completes send-queue work in posting order.
-  self->posted_sends_.pop();
-  --self->send_outstanding_;
-  std::uint64_t value = op->length;
-  if (op->atomic && wc.status == IBV_WC_SUCCESS)
-    std::memcpy(&value, self->atomic_block_.slot(op->send_slot), sizeof value);
-  self->release_send_slot(op);
-  error_code ec;
-  if (wc.status == IBV_WC_WR_FLUSH_ERR) {
-    ec = self->failure_ ? self->failure_ : error_code(asio::error::operation_aborted);
-  } else if (wc.status != IBV_WC_SUCCESS) {
-    ec = make_wc_error(wc.status);
-    self->begin_close(ec);
-  }
-  self->complete(op, ec, ec ? 0 : value, false);
+  // Unsignalled requests posted before this one have completed successfully.
+  while (self->posted_sends_.front() && self->posted_sends_.front() != op)
+    self->finish_posted(self->posted_sends_.pop(), IBV_WC_SUCCESS);
+  self->posted_sends_.remove(op);
+  self->finish_posted(op, wc.status);
   if (self->shared_ && !self->pending_sends_.empty())
     self->schedule_flush(); // no per-connection batch end on a shared CQ
   self->maybe_finish_close();
+}
+
+void connection_impl::finish_posted(operation* op, ibv_wc_status status) {
+  --send_outstanding_;
+  std::uint64_t value = op->length;
+  if (op->atomic && status == IBV_WC_SUCCESS)
+    std::memcpy(&value, atomic_block_.slot(op->send_slot), sizeof value);
+  release_send_slot(op);
+  error_code ec;
+  if (status == IBV_WC_WR_FLUSH_ERR) {
+    ec = failure_ ? failure_ : error_code(asio::error::operation_aborted);
+  } else if (status != IBV_WC_SUCCESS) {
+    ec = make_wc_error(status);
+    begin_close(ec);
+  }
+  complete(op, ec, ec ? 0 : value, false);
 }
 
 void connection_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {

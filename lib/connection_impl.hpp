@@ -90,6 +90,7 @@ private:
   void schedule_flush();
   void prepare_send(operation* op);
   void release_send_slot(operation* op);
+  void finish_posted(operation* op, ibv_wc_status status);
   static void after_cq_batch(void* self);
   static void on_send_complete(completion_target* target, const ibv_wc& wc);
   static void on_receive_complete(completion_target* target, const ibv_wc& wc);
@@ -152,6 +153,9 @@ private:
 
   std::vector<std::uint32_t> free_send_slots_;
   std::uint32_t send_outstanding_ = 0;
+  // Requests posted since the last signalled one.
+  static constexpr std::uint32_t signal_interval = 16;
+  std::uint32_t unsignaled_ = 0;
   std::uint32_t inline_limit_ = 0;
   std::uint32_t max_send_sge_ = 1;
 

@@ -161,6 +161,10 @@ asio_rdma::connection_options options_for(const settings& s, std::size_t size) {
       s.bidirectional || s.mode == test_mode::latency ? std::max(s.depth, 16u) : 16;
   o.max_inline_data = s.inline_size;
   o.timeout = std::chrono::seconds(30);
+  o.completion_mode = s.completion == completion_mode::busy ? asio_rdma::completion_mode::busy_poll
+                      : s.completion == completion_mode::adaptive
+                          ? asio_rdma::completion_mode::adaptive
+                          : asio_rdma::completion_mode::event;
   auto encoded = encode(parameters_for(s, size));
   o.private_data.assign(encoded.begin(), encoded.end());
   return o;

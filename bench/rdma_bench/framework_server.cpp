@@ -84,6 +84,11 @@ asio_rdma::connection_options options_for(const test_parameters& t) {
   o.receive_queue_depth = receives ? std::max<std::uint32_t>(2 * t.depth, 512) : 16;
   o.max_inline_data = t.inline_size;
   o.timeout = std::chrono::seconds(30);
+  // The server completes the way the client asked (a latency test needs both
+  // ends to answer as fast as they can).
+  o.completion_mode = t.event_completion      ? asio_rdma::completion_mode::event
+                      : t.adaptive_completion ? asio_rdma::completion_mode::adaptive
+                                              : asio_rdma::completion_mode::busy_poll;
   return o;
 }
 

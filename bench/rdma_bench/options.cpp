@@ -209,10 +209,6 @@ std::string check(const settings& s) {
     return "--raw-verbs does not run --bidirectional";
   if (s.raw_verbs && s.connections != 1)
     return "--raw-verbs runs one connection";
-  if (!s.raw_verbs && s.completion != completion_mode::event)
-    return "--completion " + std::string(name(s.completion)) +
-           ": this asio_rdma has event completions only (no connection_options completion mode "
-           "yet); --raw-verbs supports busy and event";
   if (s.raw_verbs && s.completion == completion_mode::adaptive)
     return "--raw-verbs supports --completion busy or event";
   if (s.mode == test_mode::latency && s.connections != 1)

@@ -33,7 +33,8 @@ struct test_parameters {
   operation op = operation::send;
   test_mode mode = test_mode::bandwidth;
   bool bidirectional = false;
-  bool event_completion = false; // raw verbs: the server waits on its completion channel
+  bool event_completion = false;    // the server waits on its completion channel
+  bool adaptive_completion = false; // framework server: completion_mode::adaptive
   std::uint16_t depth = 1;
   std::uint32_t size = 0;
   std::uint32_t inline_size = 0;
@@ -70,7 +71,8 @@ inline std::array<std::byte, test_parameters::encoded_size> encode(const test_pa
   out[2] = std::byte{test_parameters::current_version};
   out[3] = static_cast<std::byte>(t.op);
   out[4] = static_cast<std::byte>(t.mode);
-  out[5] = static_cast<std::byte>((t.bidirectional ? 1 : 0) | (t.event_completion ? 2 : 0));
+  out[5] = static_cast<std::byte>((t.bidirectional ? 1 : 0) | (t.event_completion ? 2 : 0) |
+                                  (t.adaptive_completion ? 4 : 0));
   wire::put(&out[6], t.depth, 2);
   wire::put(&out[8], t.size, 4);
   wire::put(&out[12], t.inline_size, 4);
@@ -101,6 +103,7 @@ inline std::optional<test_parameters> decode(std::span<const std::byte> in, std:
   t.mode = static_cast<test_mode>(mode);
   t.bidirectional = (wire::get(&in[5], 1) & 1) != 0;
   t.event_completion = (wire::get(&in[5], 1) & 2) != 0;
+  t.adaptive_completion = (wire::get(&in[5], 1) & 4) != 0;
   t.depth = static_cast<std::uint16_t>(wire::get(&in[6], 2));
   t.size = static_cast<std::uint32_t>(wire::get(&in[8], 4));
   t.inline_size = static_cast<std::uint32_t>(wire::get(&in[12], 4));
