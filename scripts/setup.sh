@@ -27,7 +27,7 @@ PACKAGES=(
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libboost1.81-dev libboost-test1.81-dev
   qemu-system-x86 busybox-static kmod iproute2
-  perftest rdmacm-utils ibverbs-utils iputils-ping tcpdump libfabric-bin
+  perftest rdmacm-utils ibverbs-utils iputils-ping tcpdump libfabric-bin python3-matplotlib
 )
 
 log() { printf 'setup.sh: %s\n' "$*" >&2; }
