@@ -19,9 +19,9 @@ namespace ar = asio_rdma;
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
 namespace proto = asio_rdma::detail::file_protocol;
+using ar::test::device_address;
 using asio::awaitable;
 using asio::use_awaitable;
-using ar::test::device_address;
 
 /// ar::test::run, usable again on an io_context that ran out of work before.
 template <typename Body> void run(asio::io_context& io, Body body) {
@@ -89,7 +89,8 @@ void start_receive(ar::file_receiver& r, pending_receive& p) {
   });
 }
 
-awaitable<void> wait_until(const bool& flag, std::chrono::seconds limit = std::chrono::seconds(30)) {
+awaitable<void> wait_until(const bool& flag,
+                           std::chrono::seconds limit = std::chrono::seconds(30)) {
   auto ex = co_await asio::this_coro::executor;
   asio::steady_timer t(ex);
   auto deadline = std::chrono::steady_clock::now() + limit;
@@ -214,7 +215,7 @@ BOOST_AUTO_TEST_CASE(a_tree_with_nested_directories_is_recreated) {
   BOOST_TEST(!p.ec, p.ec.message());
   BOOST_TEST(p.result.files.size() == 8u);
   auto expected = std::vector<std::string>{
-      "tree/",       "tree/a/",       "tree/a/b/",          "tree/a/b/c/", "tree/a/b/c/deep.bin",
+      "tree/",          "tree/a/",         "tree/a/b/",   "tree/a/b/c/", "tree/a/b/c/deep.bin",
       "tree/a/mid.bin", "tree/empty_dir/", "tree/top.txt"};
   BOOST_TEST(listing(dst.path) == expected, boost::test_tools::per_element());
   for (const char* f : {"top.txt", "a/b/c/deep.bin", "a/mid.bin"})
@@ -298,8 +299,8 @@ BOOST_AUTO_TEST_CASE(the_sender_sees_the_refusal_as_a_protocol_error) {
   run(io, [&]() -> awaitable<void> {
     auto conn = co_await connect_to(receiver);
     auto options = sender_options();
-    auto [ec, r] = co_await ar::async_send_file(conn, src.path / "f", options,
-                                                asio::as_tuple(use_awaitable));
+    auto [ec, r] =
+        co_await ar::async_send_file(conn, src.path / "f", options, asio::as_tuple(use_awaitable));
     BOOST_TEST((ec == ar::errc::remote_failure), ec.message());
     BOOST_TEST(!conn.is_open()); // the sender closed the stream
     co_await wait_until(p.done);
