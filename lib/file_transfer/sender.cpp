@@ -13,6 +13,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -85,8 +86,19 @@ public:
   transfer_result& result() noexcept { return result_; }
 
 private:
+  /// operation_aborted once the operation was cancelled (a cancellation
+  /// signalled between waits reaches no operation, so it is checked here).
+  static awaitable<error_code> cancelled() {
+    auto cs = co_await asio::this_coro::cancellation_state;
+    co_return cs.cancelled() != asio::cancellation_type::none
+        ? error_code(asio::error::operation_aborted)
+        : error_code();
+  }
+
   /// Receives the next control message into in_ (bounded by the timeout).
   awaitable<error_code> receive(proto::message& out) {
+    if (auto ec = co_await cancelled())
+      co_return ec;
     deadline_.arm();
     auto [ec, m] = co_await conn_.async_receive_message(asio::buffer(in_), as_awaitable_tuple);
     deadline_.disarm();
@@ -186,6 +198,8 @@ private:
       // ...and our own buffer's previous write must have completed.
       if (auto ec = co_await await_local_buffer())
         co_return ec;
+      if (auto ec = co_await cancelled())
+        co_return ec;
       std::uint64_t offset = seq * ack_.chunk_size;
       auto length =
           static_cast<std::size_t>(std::min<std::uint64_t>(ack_.chunk_size, size - offset));
@@ -239,9 +253,8 @@ private:
       deadline_.arm();
       co_await writes_->signal.async_wait(as_awaitable_tuple);
       deadline_.disarm();
-      auto cs = co_await asio::this_coro::cancellation_state;
-      if (cs.cancelled() != asio::cancellation_type::none)
-        co_return error_code(asio::error::operation_aborted);
+      if (auto ec = co_await cancelled())
+        co_return ec;
       if (deadline_.expired())
         co_return error_code(asio::error::timed_out);
     }
@@ -278,6 +291,8 @@ using outcome = std::pair<error_code, transfer_result>;
 
 awaitable<outcome> send_paths(connection& conn, std::filesystem::path path, bool tree,
                               file_transfer_options options) {
+  // Cancellation is reported as an error_code, like every other failure.
+  co_await asio::this_coro::throw_if_cancelled(false);
   auto start = std::chrono::steady_clock::now();
   outcome out;
   if ((out.first = options.validate()))
@@ -290,7 +305,11 @@ awaitable<outcome> send_paths(connection& conn, std::filesystem::path path, bool
   if (out.first)
     co_return out;
   auto sender = std::make_unique<file_sender>(conn, options);
-  out.first = co_await sender->run(entries);
+  try {
+    out.first = co_await sender->run(entries);
+  } catch (const boost::system::system_error& e) {
+    out.first = e.code();
+  }
   out.second = sender->result();
   out.second.elapsed = std::chrono::steady_clock::now() - start;
   if (out.first)

@@ -7,6 +7,8 @@
 #include <asio_rdma/file_transfer.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <filesystem>
@@ -426,4 +428,33 @@ BOOST_AUTO_TEST_CASE(a_missing_file_fails_before_anything_is_sent) {
     co_await wait_until(p.done);
   });
   BOOST_TEST(!p.ec);
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_a_send_aborts_it_and_leaves_no_file) {
+  asio::io_context io;
+  temp_dir src, dst;
+  write_file(src.path / "big", 2 * 1024 * 1024, 5);
+  auto receiver = make_receiver(io, dst.path);
+  pending_receive p;
+  start_receive(receiver, p);
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(receiver);
+    auto options = sender_options(4096);
+    asio::cancellation_signal cancel;
+    bool done = false;
+    ar::error_code ec;
+    ar::async_send_file(
+        conn, src.path / "big", options,
+        asio::bind_cancellation_slot(cancel.slot(), [&](ar::error_code e, ar::transfer_result) {
+          ec = e;
+          done = true;
+        }));
+    cancel.emit(asio::cancellation_type::terminal);
+    co_await wait_until(done);
+    BOOST_TEST((ec == asio::error::operation_aborted), ec.message());
+    BOOST_TEST(!conn.is_open());
+    co_await wait_until(p.done);
+  });
+  BOOST_TEST(p.ec.failed());
+  BOOST_TEST(fs::is_empty(dst.path));
 }
