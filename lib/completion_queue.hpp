@@ -77,6 +77,8 @@ private:
   // Acknowledging costs a mutex inside libibverbs: do it in batches, and
   // always before destroying the CQ.
   static constexpr unsigned ack_batch = 64;
+  // Empty polls per busy-poll turn before other handlers get to run.
+  static constexpr int spin_polls = 256;
 
   asio::any_io_executor ex_;
   comp_channel_ptr channel_;
