@@ -8,6 +8,7 @@
 #include <asio_rdma/connection_options.hpp>
 #include <asio_rdma/connection_request.hpp>
 #include <asio_rdma/error.hpp>
+#include <asio_rdma/file_transfer.hpp>
 #include <asio_rdma/memory_region.hpp>
 #include <asio_rdma/remote_buffer.hpp>
 #include <asio_rdma/shared_queues.hpp>
