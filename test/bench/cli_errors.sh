@@ -27,7 +27,7 @@ expect "--duration: 'x' is not a number of seconds" client h --duration x
 expect "--port needs a value" client h --port
 expect "fetch_add works on 8 bytes" client h --op fetch_add --size 64
 expect "--bidirectional applies to send bandwidth only" client h --op write --bidirectional
-expect "--completion busy: this asio_rdma has event completions only" client h --completion busy
+expect "--completion: 'spin' is not event, busy or adaptive" client h --completion spin
 expect "unexpected server argument '--size'" server --size 8
 "$B" --help | grep -q '^usage: rdma_bench' || { echo "FAIL: --help"; fails=$((fails + 1)); }
 exit $fails
