@@ -526,9 +526,7 @@ void connection_impl::start_receive(operation* op) {
   // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
   if (arrived_count_ == 0 && state_ == state::open && cq_)
     cq_->poll();
-  if (waiting_receives_.empty() && arrived_count_ > 0)
-    return deliver(op, true);
-  if (state_ != state::open)
+  if (state_ != state::open && arrived_count_ == 0)
     return complete(op, terminal_error(true), 0, true);
   op->counted = true;
   op_started();
@@ -537,6 +535,22 @@ void connection_impl::start_receive(operation* op) {
                                 : asio::get_associated_cancellation_slot(op->handler);
   if (slot.is_connected())
     slot.template emplace<op_canceller>(op_canceller{this, op});
+  // A message is already here: deliver it from a posted task, through the
+  // same FIFO as every other delivery, so that receive handlers always run
+  // in the order the messages arrived (never from this initiating function).
+  if (arrived_count_ > 0)
+    schedule_delivery();
+}
+
+void connection_impl::schedule_delivery() {
+  if (delivery_scheduled_)
+    return;
+  delivery_scheduled_ = true;
+  asio::post(ex_, [self = shared_from_this()] {
+    self->delivery_scheduled_ = false;
+    self->deliver_waiting();
+    self->flush(); // repost the buffers just emptied
+  });
 }
 
 void op_canceller::operator()(asio::cancellation_type) { impl->cancel(op); }
@@ -776,7 +790,7 @@ void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc) {
 
 void connection_impl::deliver_waiting() {
   while (!waiting_receives_.empty() && arrived_count_ > 0)
-    deliver(waiting_receives_.pop(), false);
+    deliver(waiting_receives_.pop());
   if (state_ == state::closing || state_ == state::closed)
     fail_waiting_receives(false);
 }
@@ -788,12 +802,12 @@ void connection_impl::fail_waiting_receives(bool defer) {
     complete(waiting_receives_.pop(), terminal_error(true), 0, defer);
 }
 
-void connection_impl::deliver(operation* op, bool defer) {
+void connection_impl::deliver(operation* op) {
   const arrived_message msg = arrived_[arrived_head_];
   const auto& dst = op->destination;
   if (!msg.rdma_write) { // an RDMA write with immediate left its data in our region
     if (msg.length > dst.total_size)
-      return complete(op, errc::buffer_too_small, 0, defer); // message stays queued
+      return complete(op, errc::buffer_too_small, 0, false); // message stays queued
     const std::byte* src = receives_->slot(msg.slot);
     std::size_t left = msg.length;
     for (std::size_t i = 0; i < dst.count && left > 0; ++i) {
@@ -806,14 +820,12 @@ void connection_impl::deliver(operation* op, bool defer) {
   release_receive(msg.slot);
   arrived_head_ = (arrived_head_ + 1) % arrived_.size();
   --arrived_count_;
-  if (defer)
-    schedule_flush(); // inside the completion path the batch end flushes
   received_message result;
   result.size = msg.length;
   if (msg.has_immediate)
     result.immediate = msg.immediate;
   result.rdma_write = msg.rdma_write;
-  complete(op, {}, msg.length, defer, &result);
+  complete(op, {}, msg.length, false, &result);
 }
 
 void connection_impl::release_receive(std::uint32_t slot) {

@@ -94,13 +94,14 @@ private:
   static void after_cq_batch(void* self);
   static void on_send_complete(completion_target* target, const ibv_wc& wc);
   static void on_receive_complete(completion_target* target, const ibv_wc& wc);
-  void deliver(operation* op, bool defer);
+  void deliver(operation* op);
   void release_receive(std::uint32_t slot);
   operation* new_receive(const mutable_buffer_array& buffers);
   void start_receive(operation* op);
   error_code check_work(const work_request& request) const;
   void prepare_work(operation* op, const work_request& request);
   void deliver_waiting();
+  void schedule_delivery();
   void fail_waiting_receives(bool defer);
 
   /// Enters the closing state: the queue pair goes to error so that posted
@@ -164,6 +165,7 @@ private:
   intrusive_queue<operation> pending_sends_; // initiated, not yet posted
   intrusive_queue<operation> posted_sends_;  // posted, in completion order
   bool flush_scheduled_ = false;
+  bool delivery_scheduled_ = false;
   std::uint32_t user_ops_ = 0;
   bool channel_interest_ = false;
   bool cq_interest_ = false;
