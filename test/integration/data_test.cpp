@@ -349,3 +349,47 @@ BOOST_AUTO_TEST_CASE(fast_sender_is_held_back_not_failed) {
     BOOST_TEST(sent == total);
   });
 }
+
+BOOST_AUTO_TEST_CASE(receive_handlers_run_in_message_order) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto p = co_await make_pair();
+    constexpr int total = 64, receivers = 8;
+    // Half the messages are already waiting when the receivers start, half
+    // arrive while they wait: the k-th handler to run must see message k.
+    for (int i = 0; i < total / 2; ++i) {
+      auto m = message(i, 100);
+      co_await p.client.async_send(asio::buffer(m), use_awaitable);
+    }
+    co_await sleep_ms(100);
+    int next = 0, in_order = 0, done = 0;
+    asio::steady_timer all(ex, asio::steady_timer::time_point::max());
+    for (int r = 0; r < receivers; ++r)
+      asio::co_spawn(ex, [&]() -> awaitable<void> {
+        std::vector<std::byte> in(256);
+        while (next < total) {
+          auto n = co_await p.server.async_receive(asio::buffer(in), use_awaitable);
+          int k = next++;
+          auto expect = message(k, 100);
+          if (n == 100 && std::equal(expect.begin(), expect.end(), in.begin()))
+            ++in_order;
+        }
+      }, [&](std::exception_ptr e) {
+        if (++done == receivers)
+          all.cancel();
+        (void)e; // the last receivers may still wait when the test ends
+      });
+    for (int i = total / 2; i < total; ++i) {
+      auto m = message(i, 100);
+      co_await p.client.async_send(asio::buffer(m), use_awaitable);
+    }
+    for (int i = 0; i < 200 && next < total; ++i)
+      co_await sleep_ms(10);
+    BOOST_TEST(next == total);
+    BOOST_TEST(in_order == total);
+    p.server.close(); // ends the receivers still waiting
+    if (done < receivers)
+      co_await all.async_wait(asio::as_tuple(use_awaitable));
+  });
+}
