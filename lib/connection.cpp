@@ -14,12 +14,13 @@ namespace asio_rdma {
 
 connection::connection() noexcept = default;
 connection::connection(std::shared_ptr<detail::connection_impl> impl) noexcept
-    : impl_(std::move(impl)) {}
+    : impl_(std::move(impl)), ex_(impl_ ? impl_->get_executor() : executor_type()) {}
 connection::connection(connection&&) noexcept = default;
 connection& connection::operator=(connection&& other) noexcept {
   if (this != &other) {
     close();
     impl_ = std::move(other.impl_);
+    ex_ = std::move(other.ex_);
   }
   return *this;
 }

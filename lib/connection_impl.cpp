@@ -359,7 +359,8 @@ void connection_impl::start_timer(bool for_disconnect) {
 // ---------------------------------------------------------------- data path
 
 void connection_impl::send(const const_buffer_array& buffers,
-                           std::optional<std::uint32_t> immediate, size_handler handler) {
+                           std::optional<std::uint32_t> immediate, size_handler handler,
+                           bool direct) {
   error_code ec;
   if (buffers.too_many)
     ec = asio::error::invalid_argument;
@@ -367,7 +368,7 @@ void connection_impl::send(const const_buffer_array& buffers,
     ec = errc::message_too_large;
   else if (state_ != state::open)
     ec = terminal_error(false);
-  operation* op = new_op(op_kind::send);
+  operation* op = new_op(op_kind::send, direct);
   assign_handler(op->handler, std::move(handler));
   if (ec)
     return complete(op, ec, 0, true);
@@ -388,9 +389,9 @@ void connection_impl::send(const const_buffer_array& buffers,
   queue_send(op);
 }
 
-void connection_impl::work(const work_request& request, size_handler handler) {
+void connection_impl::work(const work_request& request, size_handler handler, bool direct) {
   error_code ec = state_ != state::open ? terminal_error(false) : check_work(request);
-  operation* op = new_op(op_kind::work);
+  operation* op = new_op(op_kind::work, direct);
   assign_handler(op->handler, std::move(handler));
   if (ec)
     return complete(op, ec, 0, true);
@@ -399,8 +400,9 @@ void connection_impl::work(const work_request& request, size_handler handler) {
   queue_send(op);
 }
 
-operation* connection_impl::new_op(op_kind kind) {
+operation* connection_impl::new_op(op_kind kind, bool direct) {
   operation* op = op_pool_.get();
+  op->direct = direct;
   op->owner = this;
   op->kind = kind;
   op->posted = false;
@@ -500,22 +502,23 @@ void connection_impl::prepare_work(operation* op, const work_request& r) {
   }
 }
 
-void connection_impl::receive(const mutable_buffer_array& buffers, size_handler handler) {
-  operation* op = new_receive(buffers);
+void connection_impl::receive(const mutable_buffer_array& buffers, size_handler handler,
+                              bool direct) {
+  operation* op = new_receive(buffers, direct);
   assign_handler(op->handler, std::move(handler));
   start_receive(op);
 }
 
 void connection_impl::receive_message(const mutable_buffer_array& buffers,
-                                      message_handler handler) {
-  operation* op = new_receive(buffers);
+                                      message_handler handler, bool direct) {
+  operation* op = new_receive(buffers, direct);
   op->wants_message = true;
   assign_handler(op->message_handler_, std::move(handler));
   start_receive(op);
 }
 
-operation* connection_impl::new_receive(const mutable_buffer_array& buffers) {
-  operation* op = new_op(op_kind::receive);
+operation* connection_impl::new_receive(const mutable_buffer_array& buffers, bool direct) {
+  operation* op = new_op(op_kind::receive, direct);
   op->destination = buffers;
   return op;
 }
@@ -598,7 +601,8 @@ void connection_impl::receive_remote_buffer(std::chrono::milliseconds timeout,
                         else if (ec == errc::buffer_too_small)
                           ec = errc::protocol_error; // far longer than an advertisement
                         dispatch_handler(ex, std::move(wait->handler), ec, result);
-                      }));
+                      }),
+          true);
 }
 
 void connection_impl::cancel(operation* op) {
@@ -838,13 +842,18 @@ void connection_impl::release_receive(std::uint32_t slot) {
 void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, bool defer,
                                const received_message* message) {
   const bool counted = op->counted;
+  // From the completion path (never an initiating function), a handler that
+  // runs on this executor is called directly, as Asio's own operations do.
+  const bool direct = op->direct && !defer;
   if (op->wants_message) {
     auto handler = std::move(op->message_handler_);
     op_pool_.put(op);
     if (counted)
       op_finished();
     received_message result = message ? *message : received_message();
-    if (defer)
+    if (direct)
+      std::move(handler)(ec, result);
+    else if (defer)
       post_handler(ex_, std::move(handler), ec, result);
     else
       dispatch_handler(ex_, std::move(handler), ec, result);
@@ -854,7 +863,9 @@ void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, 
   op_pool_.put(op);
   if (counted)
     op_finished();
-  if (defer)
+  if (direct)
+    std::move(handler)(ec, bytes);
+  else if (defer)
     post_handler(ex_, std::move(handler), ec, bytes);
   else
     dispatch_handler(ex_, std::move(handler), ec, bytes);
@@ -1024,17 +1035,18 @@ void connection_impl::sync_interest() {
 // ---------------------------------------------------------------- entry points
 
 void start_send(connection_impl* impl, const const_buffer_array& buffers,
-                std::optional<std::uint32_t> immediate, size_handler handler) {
-  impl->send(buffers, immediate, std::move(handler));
+                std::optional<std::uint32_t> immediate, size_handler handler, bool direct) {
+  impl->send(buffers, immediate, std::move(handler), direct);
 }
 
-void start_work(connection_impl* impl, const work_request& request, size_handler handler) {
-  impl->work(request, std::move(handler));
+void start_work(connection_impl* impl, const work_request& request, size_handler handler,
+                bool direct) {
+  impl->work(request, std::move(handler), direct);
 }
 
 void start_receive_message(connection_impl* impl, const mutable_buffer_array& buffers,
-                           message_handler handler) {
-  impl->receive_message(buffers, std::move(handler));
+                           message_handler handler, bool direct) {
+  impl->receive_message(buffers, std::move(handler), direct);
 }
 
 void start_receive_remote_buffer(connection_impl* impl, std::chrono::milliseconds timeout,
@@ -1043,8 +1055,8 @@ void start_receive_remote_buffer(connection_impl* impl, std::chrono::millisecond
 }
 
 void start_receive(connection_impl* impl, const mutable_buffer_array& buffers,
-                   size_handler handler) {
-  impl->receive(buffers, std::move(handler));
+                   size_handler handler, bool direct) {
+  impl->receive(buffers, std::move(handler), direct);
 }
 
 void start_disconnect(connection_impl* impl, void_handler handler) {

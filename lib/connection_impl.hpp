@@ -36,11 +36,12 @@ public:
                     const cm_event& request, connection_handler handler);
 
   // Operations (see connection.hpp for their contracts).
+  // `direct`: the handler runs on this connection's executor (see runs_on).
   void send(const const_buffer_array& buffers, std::optional<std::uint32_t> immediate,
-            size_handler handler);
-  void work(const work_request& request, size_handler handler);
-  void receive(const mutable_buffer_array& buffers, size_handler handler);
-  void receive_message(const mutable_buffer_array& buffers, message_handler handler);
+            size_handler handler, bool direct);
+  void work(const work_request& request, size_handler handler, bool direct);
+  void receive(const mutable_buffer_array& buffers, size_handler handler, bool direct);
+  void receive_message(const mutable_buffer_array& buffers, message_handler handler, bool direct);
   void receive_remote_buffer(std::chrono::milliseconds timeout, remote_buffer_handler handler);
   void disconnect(void_handler handler);
   void close() noexcept;
@@ -96,7 +97,7 @@ private:
   static void on_receive_complete(completion_target* target, const ibv_wc& wc);
   void deliver(operation* op);
   void release_receive(std::uint32_t slot);
-  operation* new_receive(const mutable_buffer_array& buffers);
+  operation* new_receive(const mutable_buffer_array& buffers, bool direct);
   void start_receive(operation* op);
   error_code check_work(const work_request& request) const;
   void prepare_work(operation* op, const work_request& request);
@@ -114,7 +115,7 @@ private:
 
   void complete(operation* op, error_code ec, std::size_t bytes, bool defer,
                 const received_message* message = nullptr);
-  operation* new_op(op_kind kind);
+  operation* new_op(op_kind kind, bool direct);
   void queue_send(operation* op);
 
   // A pending user operation needs the CM channel and the CQ waited on; an

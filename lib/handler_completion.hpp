@@ -11,7 +11,6 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 
@@ -50,26 +49,12 @@ void post_completion(const boost::asio::any_io_executor& io,
   });
 }
 
-/// The handler's result, now if the caller runs on the handler's executor (the completion path:
-/// a coroutine resumes inline), else queued there.
+/// The handler's result, now if the caller runs on the handler's executor, else queued there.
+/// (Connections call handlers that run on their own executor directly instead: building the
+/// type-erased executor here costs a heap allocation.)
 template <typename Signature, typename... Args>
 void dispatch_handler(const boost::asio::any_io_executor& io,
                       boost::asio::any_completion_handler<Signature> handler, Args... args) {
-  // The common case, as Asio's own reactive operations do it: the handler's
-  // executor is the I/O executor (e.g. a coroutine on the same io_context)
-  // and this thread runs it, so call the handler directly, without wrapping
-  // it in executor layers.
-  using io_executor = boost::asio::io_context::executor_type;
-  if (const auto* mine = io.template target<io_executor>(); mine && mine->running_in_this_thread()) {
-    auto associated = boost::asio::get_associated_executor(handler, io);
-    const auto* inner = associated.template target<boost::asio::any_io_executor>();
-    const auto* theirs =
-        inner ? inner->template target<io_executor>() : associated.template target<io_executor>();
-    if (theirs && *theirs == *mine) {
-      std::move(handler)(std::move(args)...);
-      return;
-    }
-  }
   auto work = tracked_executor(handler, io);
   dispatch_completion(work, std::move(handler), std::move(args)...);
 }

@@ -36,6 +36,8 @@ struct operation : completion_target {
   bool atomic = false;
   /// A receive that reports a received_message (async_receive_message).
   bool wants_message = false;
+  /// The handler runs on the connection's executor: call it directly.
+  bool direct = false;
   std::optional<std::uint32_t> immediate; // send with immediate
   std::uint32_t send_slot = no_slot;
   size_handler handler;

@@ -257,20 +257,23 @@ private:
                                 std::optional<std::uint32_t> immediate, CompletionToken&& token);
 
   std::shared_ptr<detail::connection_impl> impl_;
+  executor_type ex_; // the impl's executor, for the templates' runs_on() check
 };
 
 namespace detail {
 using message_handler = boost::asio::any_completion_handler<void(error_code, received_message)>;
 using remote_buffer_handler = boost::asio::any_completion_handler<void(error_code, remote_buffer)>;
+// `direct`: the handler runs on the connection's executor (see runs_on).
 void start_send(connection_impl* impl, const const_buffer_array& buffers,
-                std::optional<std::uint32_t> immediate, size_handler handler);
-void start_work(connection_impl* impl, const work_request& request, size_handler handler);
+                std::optional<std::uint32_t> immediate, size_handler handler, bool direct);
+void start_work(connection_impl* impl, const work_request& request, size_handler handler,
+                bool direct);
 void start_receive_message(connection_impl* impl, const mutable_buffer_array& buffers,
-                           message_handler handler);
+                           message_handler handler, bool direct);
 void start_receive_remote_buffer(connection_impl* impl, std::chrono::milliseconds timeout,
                                  remote_buffer_handler handler);
 void start_receive(connection_impl* impl, const mutable_buffer_array& buffers,
-                   size_handler handler);
+                   size_handler handler, bool direct);
 void start_disconnect(connection_impl* impl, void_handler handler);
 } // namespace detail
 

@@ -7,6 +7,8 @@
 #include <asio_rdma/error.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/append.hpp>
 #include <boost/asio/post.hpp>
 
@@ -25,6 +27,15 @@ using void_handler = boost::asio::any_completion_handler<void(error_code)>;
 using connection_handler = boost::asio::any_completion_handler<void(error_code, connection)>;
 using request_handler =
     boost::asio::any_completion_handler<void(error_code, connection_request)>;
+
+/// True if `handler` runs on the I/O executor `io` itself (a coroutine on the
+/// connection's io_context, or a callback without an executor of its own):
+/// its completion, which runs on `io`, may then call it directly, without
+/// type-erased executor layers (which cost a heap allocation each).
+template <typename Handler>
+bool runs_on(const Handler& handler, const boost::asio::any_io_executor& io) {
+  return boost::asio::get_associated_executor(handler, io) == io;
+}
 
 /// Moves `source` into `target`. Use this instead of `target = std::move(source)`:
 /// Boost 1.81's any_completion_handler move assignment constructs from an

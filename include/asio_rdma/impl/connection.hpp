@@ -10,15 +10,18 @@ namespace detail {
 /// `request`; Signature is void(error_code, std::size_t) or the same with
 /// std::uint64_t (one type on LP64).
 template <typename Signature, typename CompletionToken>
-auto initiate_work(connection_impl* impl, const work_request& request, CompletionToken&& token) {
+auto initiate_work(connection_impl* impl, const boost::asio::any_io_executor* ex,
+                   const work_request& request, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, Signature>(
-      [](auto handler, connection_impl* impl, const work_request& request) {
+      [](auto handler, connection_impl* impl, const boost::asio::any_io_executor* ex,
+         const work_request& request) {
         if (!impl)
           return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
                              std::size_t(0));
-        start_work(impl, request, std::move(handler));
+        const bool direct = runs_on(handler, *ex);
+        start_work(impl, request, std::move(handler), direct);
       },
-      token, impl, request);
+      token, impl, ex, request);
 }
 
 inline work_request make_request(work_request::kind op, std::span<const local_buffer> local,
@@ -50,14 +53,15 @@ auto connection::async_send_with_imm_impl(const ConstBufferSequence& buffers,
                                           std::optional<std::uint32_t> immediate,
                                           CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-      [](auto handler, detail::connection_impl* impl, const detail::const_buffer_array& b,
-         std::optional<std::uint32_t> imm) {
+      [](auto handler, detail::connection_impl* impl, const executor_type* ex,
+         const detail::const_buffer_array& b, std::optional<std::uint32_t> imm) {
         if (!impl)
           return detail::post_result(std::move(handler),
                                      error_code(boost::asio::error::not_connected), std::size_t(0));
-        detail::start_send(impl, b, imm, std::move(handler));
+        const bool direct = detail::runs_on(handler, *ex);
+        detail::start_send(impl, b, imm, std::move(handler), direct);
       },
-      token, impl_.get(), detail::make_buffer_array<boost::asio::const_buffer>(buffers),
+      token, impl_.get(), &ex_, detail::make_buffer_array<boost::asio::const_buffer>(buffers),
       immediate);
 }
 
@@ -70,7 +74,7 @@ auto connection::async_send(const local_buffer& buffer, CompletionToken&& token)
 template <typename CompletionToken>
 auto connection::async_send(std::span<const local_buffer> buffers, CompletionToken&& token) {
   return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), detail::make_request(detail::work_request::kind::send, buffers),
+      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::send, buffers),
       std::forward<CompletionToken>(token));
 }
 
@@ -85,7 +89,7 @@ template <typename CompletionToken>
 auto connection::async_write(std::span<const local_buffer> local, const remote_buffer& remote,
                              CompletionToken&& token) {
   return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), detail::make_request(detail::work_request::kind::write, local, remote),
+      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::write, local, remote),
       std::forward<CompletionToken>(token));
 }
 
@@ -96,7 +100,7 @@ auto connection::async_write_with_imm(const local_buffer& local, const remote_bu
                                       std::span<const local_buffer>(&local, 1), remote);
   request.immediate = immediate;
   return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), request, std::forward<CompletionToken>(token));
+      impl_.get(), &ex_, request, std::forward<CompletionToken>(token));
 }
 
 template <typename CompletionToken>
@@ -110,7 +114,7 @@ template <typename CompletionToken>
 auto connection::async_read(std::span<const local_buffer> local, const remote_buffer& remote,
                             CompletionToken&& token) {
   return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), detail::make_request(detail::work_request::kind::read, local, remote),
+      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::read, local, remote),
       std::forward<CompletionToken>(token));
 }
 
@@ -122,7 +126,7 @@ auto connection::async_fetch_add(const remote_buffer& remote, std::uint64_t valu
   request.remote = remote;
   request.compare_add = value;
   return detail::initiate_work<void(error_code, std::uint64_t)>(
-      impl_.get(), request, std::forward<CompletionToken>(token));
+      impl_.get(), &ex_, request, std::forward<CompletionToken>(token));
 }
 
 template <typename CompletionToken>
@@ -134,33 +138,37 @@ auto connection::async_compare_swap(const remote_buffer& remote, std::uint64_t e
   request.compare_add = expected;
   request.swap = desired;
   return detail::initiate_work<void(error_code, std::uint64_t)>(
-      impl_.get(), request, std::forward<CompletionToken>(token));
+      impl_.get(), &ex_, request, std::forward<CompletionToken>(token));
 }
 
 template <typename MutableBufferSequence, typename CompletionToken>
 auto connection::async_receive(const MutableBufferSequence& buffers, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-      [](auto handler, detail::connection_impl* impl, const detail::mutable_buffer_array& b) {
+      [](auto handler, detail::connection_impl* impl, const executor_type* ex,
+         const detail::mutable_buffer_array& b) {
         if (!impl)
           return detail::post_result(std::move(handler),
                                      error_code(boost::asio::error::not_connected), std::size_t(0));
-        detail::start_receive(impl, b, std::move(handler));
+        const bool direct = detail::runs_on(handler, *ex);
+        detail::start_receive(impl, b, std::move(handler), direct);
       },
-      token, impl_.get(), detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
+      token, impl_.get(), &ex_, detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
 }
 
 template <typename MutableBufferSequence, typename CompletionToken>
 auto connection::async_receive_message(const MutableBufferSequence& buffers,
                                        CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, received_message)>(
-      [](auto handler, detail::connection_impl* impl, const detail::mutable_buffer_array& b) {
+      [](auto handler, detail::connection_impl* impl, const executor_type* ex,
+         const detail::mutable_buffer_array& b) {
         if (!impl)
           return detail::post_result(std::move(handler),
                                      error_code(boost::asio::error::not_connected),
                                      received_message());
-        detail::start_receive_message(impl, b, std::move(handler));
+        const bool direct = detail::runs_on(handler, *ex);
+        detail::start_receive_message(impl, b, std::move(handler), direct);
       },
-      token, impl_.get(), detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
+      token, impl_.get(), &ex_, detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
 }
 
 template <typename CompletionToken>
@@ -176,7 +184,7 @@ auto connection::async_send_remote_buffer(const remote_buffer& remote, Completio
         // Short enough to go inline or be copied at post time: safe to point at.
         detail::start_send(impl, detail::make_buffer_array<boost::asio::const_buffer>(
                                      boost::asio::buffer(bytes)),
-                           std::nullopt, std::move(handler));
+                           std::nullopt, std::move(handler), false);
       },
       token, impl_.get(), remote.encode());
 }
