@@ -43,6 +43,7 @@ completion_queue::~completion_queue() {
 error_code completion_queue::start() {
   if (int rc = ::ibv_req_notify_cq(cq_.get(), 0))
     return from_returned_errno(rc);
+  armed_ = true;
   return {};
 }
 
@@ -68,9 +69,14 @@ void completion_queue::listen_to_channel(bool on) {
   channel_interest_ = on;
   if (!on)
     return waiter_.remove_interest();
-  // Coming back from polling: re-arm, then poll once more, so that a
-  // completion that arrived in between is not left without an event.
-  ::ibv_req_notify_cq(cq_.get(), 0);
+  // Re-arm (a system call on some devices) only if an event was consumed
+  // since the last arming: an armed CQ stays armed until it raises an event,
+  // and an event raised meanwhile is waiting in the channel. Then poll once
+  // more, so that a completion that arrived in between is not left behind.
+  if (!armed_) {
+    ::ibv_req_notify_cq(cq_.get(), 0);
+    armed_ = true;
+  }
   poll();
   waiter_.add_interest();
 }
@@ -126,6 +132,7 @@ void completion_queue::drain_events() {
   // Re-arm before the final drain: a completion that arrives after the last
   // poll then raises a new event instead of being stranded.
   ::ibv_req_notify_cq(cq_.get(), 0);
+  armed_ = true;
   poll();
   if (mode_ == completion_mode::adaptive && interest_ > 0) {
     // Activity: poll for a while instead of waiting for the next event.

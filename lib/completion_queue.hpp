@@ -93,6 +93,7 @@ private:
   std::chrono::microseconds spin_{0};
   int interest_ = 0;
   bool channel_interest_ = false;
+  bool armed_ = false; // ibv_req_notify_cq called and no event consumed since
   bool spin_scheduled_ = false;
   std::chrono::steady_clock::time_point last_activity_{};
 };
