@@ -53,12 +53,13 @@ std::size_t receive_ring::chain() {
   return n;
 }
 
-error_code receive_ring::post_to(ibv_qp* qp) {
+template <typename Queue, typename Post>
+error_code receive_ring::post_released(Queue* queue, Post post) {
   if (released_.empty())
     return {};
   const std::size_t n = chain();
   ibv_recv_wr* bad = nullptr;
-  if (int rc = ::ibv_post_recv(qp, wrs_.data(), &bad)) {
+  if (int rc = post(queue, wrs_.data(), &bad)) {
     posted_ += static_cast<std::uint32_t>(bad - wrs_.data());
     return from_returned_errno(rc);
   }
@@ -66,17 +67,16 @@ error_code receive_ring::post_to(ibv_qp* qp) {
   return {};
 }
 
+error_code receive_ring::post_to(ibv_qp* qp) {
+  return post_released(qp, [](ibv_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    return ::ibv_post_recv(q, wr, bad);
+  });
+}
+
 error_code receive_ring::post_to(ibv_srq* srq) {
-  if (released_.empty())
-    return {};
-  const std::size_t n = chain();
-  ibv_recv_wr* bad = nullptr;
-  if (int rc = ::ibv_post_srq_recv(srq, wrs_.data(), &bad)) {
-    posted_ += static_cast<std::uint32_t>(bad - wrs_.data());
-    return from_returned_errno(rc);
-  }
-  posted_ += static_cast<std::uint32_t>(n);
-  return {};
+  return post_released(srq, [](ibv_srq* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    return ::ibv_post_srq_recv(q, wr, bad);
+  });
 }
 
 } // namespace asio_rdma::detail

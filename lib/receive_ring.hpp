@@ -61,6 +61,7 @@ public:
 
 private:
   std::size_t chain();
+  template <typename Queue, typename Post> error_code post_released(Queue* queue, Post post);
 
   registered_block block_;
   std::vector<receive_slot> slots_;

@@ -1,5 +1,6 @@
 // Safe creation of received files (see partial_file.hpp).
 #include "partial_file.hpp"
+#include "verbs_error.hpp"
 
 #include <cerrno>
 #include <fcntl.h>
@@ -7,12 +8,6 @@
 #include <unistd.h>
 
 namespace asio_rdma::detail {
-
-namespace {
-error_code last_error() noexcept {
-  return error_code(errno, boost::system::system_category());
-}
-} // namespace
 
 unique_fd& unique_fd::operator=(unique_fd&& o) noexcept {
   if (this != &o) {
@@ -32,17 +27,17 @@ unique_fd open_directories(int root, std::span<const std::string> components, er
   ec = {};
   unique_fd dir(::fcntl(root, F_DUPFD_CLOEXEC, 0));
   if (!dir) {
-    ec = last_error();
+    ec = from_errno();
     return {};
   }
   for (const auto& c : components) {
     if (::mkdirat(dir.get(), c.c_str(), 0755) != 0 && errno != EEXIST) {
-      ec = last_error();
+      ec = from_errno();
       return {};
     }
     unique_fd next(::openat(dir.get(), c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next) {
-      ec = last_error();
+      ec = from_errno();
       return {};
     }
     dir = std::move(next);
@@ -74,7 +69,7 @@ partial_file partial_file::create(int root, std::span<const std::string> compone
   f.file_ = unique_fd(::openat(f.directory_.get(), part.c_str(),
                                O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!f.file_) {
-    ec = last_error();
+    ec = from_errno();
     return f;
   }
   f.name_ = components.back();
@@ -89,7 +84,7 @@ void partial_file::write_at(std::span<const std::byte> data, std::uint64_t offse
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
-      ec = n < 0 ? last_error() : error_code(EIO, boost::system::system_category());
+      ec = n < 0 ? from_errno() : error_code(EIO, boost::system::system_category());
       return;
     }
     data = data.subspan(static_cast<std::size_t>(n));
@@ -100,11 +95,11 @@ void partial_file::write_at(std::span<const std::byte> data, std::uint64_t offse
 void partial_file::commit(std::uint32_t mode, error_code& ec) noexcept {
   ec = {};
   if (::fchmod(file_.get(), mode & 0777) != 0) {
-    ec = last_error();
+    ec = from_errno();
     return;
   }
   if (::close(file_.release()) != 0) {
-    ec = last_error();
+    ec = from_errno();
     std::string part = name_ + ".part";
     ::unlinkat(directory_.get(), part.c_str(), 0);
     name_.clear();
@@ -112,7 +107,7 @@ void partial_file::commit(std::uint32_t mode, error_code& ec) noexcept {
   }
   std::string part = name_ + ".part";
   if (::renameat(directory_.get(), part.c_str(), directory_.get(), name_.c_str()) != 0) {
-    ec = last_error();
+    ec = from_errno();
     ::unlinkat(directory_.get(), part.c_str(), 0);
   }
   name_.clear();

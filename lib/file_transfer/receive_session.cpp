@@ -3,6 +3,7 @@
 #include "receive_session.hpp"
 
 #include "control.hpp"
+#include "verbs_error.hpp"
 
 #include <asio_rdma/detail/file_name.hpp>
 
@@ -105,7 +106,7 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
   if (m.kind == proto::entry_kind::directory) {
     auto dir = open_directories(impl_.directory_fd.get(), components, ec);
     if (!ec && ::fchmod(dir.get(), f.mode | 0700) != 0)
-      ec = error_code(errno, boost::system::system_category());
+      ec = from_errno();
     if (ec)
       co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
     f.directory = true;

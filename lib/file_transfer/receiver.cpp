@@ -2,6 +2,7 @@
 // include/asio_rdma/file_transfer.hpp).
 #include "receive_session.hpp"
 #include "receiver_impl.hpp"
+#include "verbs_error.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -35,7 +36,7 @@ file_receiver_options checked(file_receiver_options options) {
 unique_fd open_directory(const std::filesystem::path& path) {
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd)
-    throw boost::system::system_error(error_code(errno, boost::system::system_category()),
+    throw boost::system::system_error(from_errno(),
                                       "file_receiver: " + path.string());
   return fd;
 }

@@ -5,6 +5,7 @@
 #include "deadline.hpp"
 #include "partial_file.hpp"
 #include "send_entries.hpp"
+#include "verbs_error.hpp"
 
 #include <asio_rdma/file_transfer.hpp>
 
@@ -32,10 +33,6 @@ using asio::awaitable;
 namespace {
 
 constexpr auto as_awaitable_tuple = asio::as_tuple(asio::use_awaitable);
-
-error_code system_error_now() noexcept {
-  return error_code(errno, boost::system::system_category());
-}
 
 /// State the completion handlers of posted RDMA writes share with the
 /// sender; it (and the registered memory the writes read) lives until the
@@ -178,7 +175,7 @@ private:
     unique_fd fd(::open(e.local.c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st {};
     if (!fd || ::fstat(fd.get(), &st) != 0)
-      co_return system_error_now();
+      co_return from_errno();
     if (!S_ISREG(st.st_mode))
       co_return error_code(asio::error::invalid_argument);
     auto size = static_cast<std::uint64_t>(st.st_size);
@@ -268,7 +265,7 @@ private:
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
-        return system_error_now();
+        return from_errno();
       if (n == 0) // the file shrank while being sent
         return error_code(EIO, boost::system::system_category());
       got += static_cast<std::size_t>(n);
