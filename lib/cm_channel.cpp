@@ -59,11 +59,7 @@ void cm_channel::drain() {
       const auto& conn = raw->param.conn;
       ev.initiator_depth = conn.initiator_depth;
       ev.responder_resources = conn.responder_resources;
-      if (conn.private_data && conn.private_data_len > 0) {
-        ev.private_data_len = static_cast<std::uint8_t>(
-            std::min<std::size_t>(conn.private_data_len, ev.private_data.size()));
-        std::memcpy(ev.private_data.data(), conn.private_data, ev.private_data_len);
-      }
+      ev.set_private_data(conn.private_data, conn.private_data_len);
     }
     // For a connect request the new id still carries the listener's context.
     auto* target = static_cast<cm_event_target*>(raw->id ? raw->id->context : nullptr);

@@ -9,8 +9,10 @@
 
 #include <boost/asio/any_io_executor.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 
@@ -27,9 +29,21 @@ struct cm_event {
   std::uint8_t initiator_depth = 0;
   std::uint8_t responder_resources = 0;
   std::uint8_t private_data_len = 0;
-  std::array<std::byte, 256> private_data{};
+  // rdma_cm's lengths are 8-bit: 255 bytes at most (a 256-byte array would
+  // make a full copy's length wrap to 0).
+  std::array<std::byte, 255> private_data{};
 
   std::span<const std::byte> data() const { return {private_data.data(), private_data_len}; }
+
+  /// Copies an event's private data (`data` may be null, `length` anything: at
+  /// most private_data.size() bytes are kept).
+  void set_private_data(const void* data, std::size_t length) noexcept {
+    private_data_len = 0;
+    if (!data || length == 0)
+      return;
+    private_data_len = static_cast<std::uint8_t>(std::min(length, private_data.size()));
+    std::memcpy(private_data.data(), data, private_data_len);
+  }
 };
 
 /// Receives the events of the ids whose context points to it.

@@ -16,4 +16,9 @@ boost::asio::ip::tcp::endpoint to_endpoint(const sockaddr* address) {
   return ep;
 }
 
+void to_sockaddr(const boost::asio::ip::tcp::endpoint& endpoint, sockaddr_storage& out) {
+  std::memset(&out, 0, sizeof out);
+  std::memcpy(&out, endpoint.data(), endpoint.size());
+}
+
 } // namespace asio_rdma::detail

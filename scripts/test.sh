@@ -4,7 +4,9 @@
 #   2. netns tests (raw packets on veth pairs in namespaces the tests create;
 #      needs root) on this machine;
 #   3. integration tests against real verbs: on the local RDMA device if
-#      there is one, otherwise inside the SoftRoCE VM (test/vm/run.sh).
+#      there is one, otherwise inside the SoftRoCE VM (test/vm/run.sh);
+#   4. all of it again under ASan+UBSan+LSan, the threading tests under TSan,
+#      and every fuzz target for a bounded time (scripts/test_sanitized.sh).
 # Nothing is skipped: a missing device, VM or privilege is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +50,8 @@ fi
 # One VM boot for all integration tests; CTest's own per-test timeouts apply.
 run integration test/vm/run.sh --timeout 3000 -- \
   ctest --test-dir "$build_dir" -L integration --output-on-failure
+# All of it again under sanitizers, plus the fuzz targets (its own builds).
+run sanitized scripts/test_sanitized.sh
 
 if [[ $status -eq 0 && $failed -eq 0 ]]; then
   echo "=== all test groups passed"

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The sanitizer and fuzzing stage of scripts/test.sh (docs/sanitizers.md):
+#   1. build-asan (clang-16, AddressSanitizer + UndefinedBehaviorSanitizer with
+#      LeakSanitizer, libFuzzer coverage): the whole suite, unit and netns tests
+#      on this machine, then every fuzz target for ASIO_RDMA_FUZZ_SECONDS;
+#   2. build-tsan (clang-16, ThreadSanitizer): the library and the threading
+#      tests (test/integration/threads_test.cpp);
+#   3. the integration tests of both builds, in one boot of the SoftRoCE VM
+#      (or on the local RDMA device).
+# Any sanitizer report fails its test. Prints CTest's summary line for the
+# whole stage ("N% tests passed, F tests failed out of T"), which test.sh adds
+# to its own count. Needs root for the netns tests, like test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+asan_dir=${ASAN_BUILD_DIR:-build-asan}
+tsan_dir=${TSAN_BUILD_DIR:-build-tsan}
+jobs=${BUILD_JOBS:-2}
+here=$(pwd)
+
+# Reports go to stderr, and make the process fail: a test with one fails.
+export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export LSAN_OPTIONS="suppressions=$here/test/sanitizers/lsan.supp:print_suppressions=0"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$here/test/sanitizers/tsan.supp"
+
+configure() { # dir, sanitizers, extra cmake args...
+  local dir=$1 sanitize=$2
+  shift 2
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-16 \
+    -DASIO_RDMA_WITH_RAW_SOCKET=ON -DASIO_RDMA_SANITIZE="$sanitize" "$@" >/dev/null
+}
+
+start=$SECONDS
+configure "$asan_dir" address,undefined -DASIO_RDMA_FUZZ=ON
+cmake --build "$asan_dir" -j "$jobs"
+configure "$tsan_dir" thread -DASIO_RDMA_BUILD_APPS=OFF
+cmake --build "$tsan_dir" -j "$jobs" --target integration_threads
+echo "=== sanitized builds: $((SECONDS - start)) s"
+
+status=0
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+tally() { # label: adds up every CTest summary line in $log
+  local line found=0
+  while read -r line; do
+    if [[ $line =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
+      failed=$((failed + BASH_REMATCH[1]))
+      passed=$((passed + BASH_REMATCH[2] - BASH_REMATCH[1]))
+      found=1
+    fi
+  done < <(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" || true)
+  if [[ $found -eq 0 ]]; then
+    echo "=== $1: no test result found"
+    status=1
+  fi
+}
+run() { # label, command...
+  local label=$1 t0=$SECONDS
+  shift
+  echo "=== $label: $*"
+  if ! "$@" 2>&1 | tee "$log"; then
+    echo "=== $label: FAILED"
+    status=1
+  fi
+  echo "=== $label: $((SECONDS - t0)) s"
+  tally "$label"
+}
+
+run asan-unit ctest --test-dir "$asan_dir" -L unit --output-on-failure
+if [[ $(id -u) -ne 0 ]]; then
+  echo "=== asan-netns: FAILED: the raw-packet tests create network namespaces and need root"
+  status=1
+else
+  run asan-netns ctest --test-dir "$asan_dir" -L netns --output-on-failure
+fi
+run fuzz ctest --test-dir "$asan_dir" -L fuzz --output-on-failure
+# One VM boot: the ASan build's integration tests, then the TSan build's.
+run sanitized-integration test/vm/run.sh --timeout 3000 \
+  --env ASAN_OPTIONS --env UBSAN_OPTIONS --env LSAN_OPTIONS --env TSAN_OPTIONS -- \
+  sh -c 'ctest --test-dir "$1" -L integration --output-on-failure; a=$?
+         ctest --test-dir "$2" -R "^integration_threads\$" --output-on-failure; t=$?
+         [ $a -eq 0 ] && [ $t -eq 0 ]' sh "$asan_dir" "$tsan_dir"
+
+echo "=== sanitizer stage: $((SECONDS - start)) s"
+total=$((passed + failed))
+[[ $failed -eq 0 && $status -eq 0 ]] || status=1
+echo "sanitizer stage: $((total ? 100 * passed / total : 0))% tests passed, $failed tests failed out of $total"
+exit $status

@@ -1,0 +1,73 @@
+// Fuzzes the file transfer's control-message decoder (every message a
+// file_receiver or a sender reads from its peer) and the check of the names
+// it carries. Invariants: a decoded message encodes back to exactly the input
+// bytes; a refused one is errc::protocol_error and monostate; an accepted
+// name's components join back to the name and none can leave the directory;
+// CRC-32C computed in two pieces equals the one-piece value.
+#include "fuzz_check.hpp"
+
+#include <asio_rdma/detail/file_name.hpp>
+#include <asio_rdma/detail/file_protocol.hpp>
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <string>
+
+namespace fp = asio_rdma::detail::file_protocol;
+
+namespace {
+
+void check_name(std::string_view name) {
+  asio_rdma::error_code ec;
+  const auto components = asio_rdma::detail::split_relative_name(name, ec);
+  if (ec) {
+    FUZZ_CHECK(ec == asio_rdma::errc::protocol_error);
+    FUZZ_CHECK(components.empty());
+    return;
+  }
+  FUZZ_CHECK(!components.empty());
+  std::string joined;
+  for (const auto& c : components) {
+    FUZZ_CHECK(!c.empty() && c != "." && c != "..");
+    FUZZ_CHECK(c.size() <= asio_rdma::detail::max_name_component);
+    FUZZ_CHECK(c.find('/') == std::string::npos && c.find('\0') == std::string::npos);
+    if (!joined.empty())
+      joined += '/';
+    joined += c;
+  }
+  FUZZ_CHECK(joined == name);
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::span<const std::byte> in(reinterpret_cast<const std::byte*>(data), size);
+
+  asio_rdma::error_code ec;
+  const fp::message m = fp::decode(in, ec);
+  if (ec) {
+    FUZZ_CHECK(ec == asio_rdma::errc::protocol_error);
+    FUZZ_CHECK(std::holds_alternative<std::monostate>(m));
+  } else {
+    FUZZ_CHECK(!std::holds_alternative<std::monostate>(m));
+    static std::array<std::byte, fp::max_message_size> out;
+    const std::size_t n = fp::encode(m, out);
+    FUZZ_CHECK(n == size);
+    FUZZ_CHECK(std::equal(out.begin(), out.begin() + n, in.begin()));
+    // A buffer one byte short is refused, never overrun.
+    FUZZ_CHECK(fp::encode(m, std::span(out.data(), n - 1)) == 0);
+    if (const auto* begin = std::get_if<fp::file_begin>(&m)) {
+      FUZZ_CHECK(!begin->name.empty() && begin->name.size() <= fp::max_name_length);
+      check_name(begin->name);
+    }
+  }
+
+  // Names straight from the input, as a sender's file_begin could carry them.
+  check_name(std::string_view(reinterpret_cast<const char*>(data), size));
+
+  const std::size_t half = size / 2;
+  const std::uint32_t whole = fp::crc32c(0, in);
+  FUZZ_CHECK(fp::crc32c(fp::crc32c(0, in.first(half)), in.subspan(half)) == whole);
+  return 0;
+}

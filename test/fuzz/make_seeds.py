@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus (corpus/<target>/) of the libFuzzer targets: valid and
+nearly valid inputs of each decoder, so fuzzing starts past the first checks.
+Run it again after changing a wire format; the files are committed."""
+import os
+import struct
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(target, name, data):
+    d = os.path.join(here, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def remote_buffer(address, rkey, length, version=1):
+    return struct.pack(">B3xIQQ", version, rkey, address, length)
+
+
+write("remote_buffer", "valid", remote_buffer(0x7F0000001000, 0x1234, 65536))
+write("remote_buffer", "valid_long", remote_buffer(1, 2, 3) + b"\0" * 8)
+write("remote_buffer", "truncated", remote_buffer(1, 2, 3)[:20])
+write("remote_buffer", "bad_version", remote_buffer(1, 2, 3, version=2))
+
+MAGIC = 0x52444654
+
+
+def header(t):
+    return struct.pack(">IBBH", MAGIC, 1, t, 0)
+
+
+write("file_protocol", "hello", header(1) + struct.pack(">IHH", 1 << 20, 8, 0))
+write("file_protocol", "hello_ack",
+      header(2) + struct.pack(">IHHQIIQ", 1 << 20, 4, 0, 0x7F0000000000, 0x99, 0, 4 << 20))
+for name, kind, mode, size, text in [("file_begin", 1, 0o644, 1000, "dir/file.txt"),
+                                     ("dir_begin", 2, 0o755, 0, "dir"),
+                                     ("bad_name", 1, 0o644, 1, "../etc/passwd")]:
+    raw = text.encode()
+    write("file_protocol", name,
+          header(3) + struct.pack(">IBBHIQ", 7, kind, 0, len(raw), mode, size) + raw)
+write("file_protocol", "file_end", header(4) + struct.pack(">IIQ", 7, 0xE3069283, 1000))
+write("file_protocol", "credit", header(5) + struct.pack(">II", 42, 0))
+write("file_protocol", "status", header(6) + struct.pack(">IHH", 7, 4, 0))
+write("file_protocol", "bad_magic", struct.pack(">IBBH", 0x12345678, 1, 1, 0) + b"\0" * 8)
+
+params = b"RB" + struct.pack("<BBBBHIII", 1, 1, 1, 1, 16, 4096, 64, 0)
+write("bench_wire", "send_bandwidth", params)
+write("bench_wire", "write_latency_raw",
+      b"RB" + struct.pack("<BBBBHIII", 1, 2, 2, 2, 1, 64, 0, 0) +
+      struct.pack("<QIQ", 0x7F0000001000, 0x55, 4096))
+write("bench_wire", "bad_version", b"RB" + struct.pack("<BBBBHIII", 9, 1, 1, 0, 1, 1, 0, 0))
+
+write("flow_rule", "mac", "01:80:c2:00:00:0e")
+write("flow_rule", "mac_dashes", "52-54-00-12-34-56")
+write("flow_rule", "ipv4", "192.0.2.1")
+# count 1; a rule with dst_mac, ethertype, udp dst_port; then a tagged UDP frame.
+rule = struct.pack(">H", 1 | 4 | 64 | 256) + bytes.fromhex("ffffffffffff") + \
+    struct.pack(">H", 0x0800) + b"\x01" + struct.pack(">H", 4791)
+frame = bytes.fromhex("ffffffffffff525400123456") + struct.pack(">H", 0x0800) + \
+    bytes.fromhex("450000200000000040110000c0000201c0000202") + struct.pack(">HHHH", 1234, 4791, 12, 0)
+write("flow_rule", "udp_rule_frame", b"\x01" + rule + b"\x01" + struct.pack(">H", 5) + frame)
+write("flow_rule", "any_rule_frame", b"\x01" + struct.pack(">H", 0) + b"\x00" + frame)
+
+write("raw_ping_options", "request",
+      "request\0--interface\0veth0\0--ip\0192.0.2.1\0--to\0192.0.2.2\0--count\0003\0"
+      "--interval\0000.2\0--timeout\0001\0--backend\0packet")
+write("raw_ping_options", "responder",
+      "responder\0--interface\0veth1\0--ip\0192.0.2.2\0--mac\00052:54:00:12:34:56")
+
+write("address", "ipv4", b"\x1d\x2f" + b"192.0.2.1")
+write("address", "ipv6_scope", b"\x1d\x2f" + b"fe80::1%1")
+write("address", "ipv6", b"\x00\x00" + b"2001:db8::7")
+write("address", "sockaddr_in", struct.pack("<H", 2) + struct.pack(">H4s", 7471, bytes([192, 0, 2, 1])))
+
+write("cm_private_data", "bench_params", bytes([len(params)]) + params)
+write("cm_private_data", "remote_buffer", b"\x18" + remote_buffer(0x1000, 7, 4096))
+write("cm_private_data", "full", b"\xff" + bytes(range(255)))
