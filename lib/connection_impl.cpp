@@ -44,7 +44,8 @@ struct op_canceller {
 
 } // namespace
 
-connection_impl::connection_impl(const asio::any_io_executor& ex, const connection_options& options)
+connection_impl::connection_impl(const asio::any_io_executor& ex,
+                                 const connection_options& options)
     : ex_(ex), options_(options), timer_(ex), drain_timer_(ex) {}
 
 connection_impl::~connection_impl() {
@@ -78,17 +79,18 @@ void connection_impl::start_connect(std::string host, std::uint16_t port,
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(ex_);
   state_ = state::resolving;
   start_timer(false);
-  resolver->async_resolve(host, std::to_string(port), asio::ip::resolver_base::numeric_service,
-                          [self = shared_from_this(),
-                           resolver](error_code ec, asio::ip::tcp::resolver::results_type results) {
-                            if (!self->establish_handler_)
-                              return; // timed out or cancelled meanwhile
-                            if (!ec && results.empty())
-                              ec = asio::error::host_not_found;
-                            if (ec)
-                              return self->fail_establishment(ec, false);
-                            self->resolve_address(results.begin()->endpoint());
-                          });
+  resolver->async_resolve(
+      host, std::to_string(port), asio::ip::resolver_base::numeric_service,
+      [self = shared_from_this(), resolver](error_code ec,
+                                            asio::ip::tcp::resolver::results_type results) {
+        if (!self->establish_handler_)
+          return; // timed out or cancelled meanwhile
+        if (!ec && results.empty())
+          ec = asio::error::host_not_found;
+        if (ec)
+          return self->fail_establishment(ec, false);
+        self->resolve_address(results.begin()->endpoint());
+      });
 }
 
 void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination) {
@@ -138,10 +140,12 @@ void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_pt
   param.private_data = options_.private_data.data();
   param.private_data_len = static_cast<std::uint8_t>(options_.private_data.size());
   // Reads and atomics the peer may have outstanding towards us, and we towards it.
-  param.responder_resources = std::min<int>(
-      {options_.responder_resources, request.initiator_depth, device_->attributes.max_qp_rd_atom});
-  param.initiator_depth = std::min<int>({options_.initiator_depth, request.responder_resources,
-                                         device_->attributes.max_qp_init_rd_atom});
+  param.responder_resources =
+      std::min<int>({options_.responder_resources, request.initiator_depth,
+                     device_->attributes.max_qp_rd_atom});
+  param.initiator_depth =
+      std::min<int>({options_.initiator_depth, request.responder_resources,
+                     device_->attributes.max_qp_init_rd_atom});
   param.rnr_retry_count = 7; // 7 = retry forever: RNR is our flow control
   param.retry_count = 7;
   auto slot = asio::get_associated_cancellation_slot(establish_handler_);
@@ -184,8 +188,8 @@ error_code connection_impl::create_resources() {
   sync_interest();
   if ((ec = send_block_.allocate(pd(), send_depth, options_.max_message_size, 0)))
     return ec;
-  if ((ec =
-           atomic_block_.allocate(pd(), send_depth, sizeof(std::uint64_t), IBV_ACCESS_LOCAL_WRITE)))
+  if ((ec = atomic_block_.allocate(pd(), send_depth, sizeof(std::uint64_t),
+                                   IBV_ACCESS_LOCAL_WRITE)))
     return ec;
 
   ibv_qp_init_attr attr{};
@@ -311,7 +315,8 @@ void connection_impl::finish_establishment(const cm_event& event) {
   auto slot = asio::get_associated_cancellation_slot(handler);
   if (slot.is_connected())
     slot.clear();
-  dispatch_handler(ex_, std::move(handler), error_code(), connection(shared_from_this()));
+  dispatch_handler(ex_, std::move(handler), error_code(),
+                                   connection(shared_from_this()));
 }
 
 void connection_impl::fail_establishment(error_code ec, bool defer) {
@@ -500,8 +505,8 @@ void connection_impl::receive(const mutable_buffer_array& buffers, size_handler 
   start_receive(op);
 }
 
-void connection_impl::receive_message(const mutable_buffer_array& buffers, message_handler handler,
-                                      bool direct) {
+void connection_impl::receive_message(const mutable_buffer_array& buffers,
+                                      message_handler handler, bool direct) {
   operation* op = new_receive(buffers, direct);
   op->wants_message = true;
   assign_handler(op->message_handler_, std::move(handler));
@@ -547,9 +552,7 @@ void connection_impl::schedule_delivery() {
   });
 }
 
-void op_canceller::operator()(asio::cancellation_type) {
-  impl->cancel(op);
-}
+void op_canceller::operator()(asio::cancellation_type) { impl->cancel(op); }
 
 void connection_impl::receive_remote_buffer(std::chrono::milliseconds timeout,
                                             remote_buffer_handler handler) {
@@ -580,23 +583,21 @@ void connection_impl::receive_remote_buffer(std::chrono::milliseconds timeout,
     }
   });
   auto buffer = make_buffer_array<asio::mutable_buffer>(asio::buffer(wait->bytes));
-  receive(buffer,
-          asio::bind_cancellation_slot(
-              wait->cancel.slot(),
-              [wait, ex = ex_](error_code ec, std::size_t n) {
-                wait->timer.cancel();
-                auto slot = asio::get_associated_cancellation_slot(wait->handler);
-                if (slot.is_connected())
-                  slot.clear();
-                remote_buffer result;
-                if (!ec)
-                  result = remote_buffer::decode(std::span(wait->bytes.data(), n), ec);
-                else if (ec == asio::error::operation_aborted && wait->timed_out)
-                  ec = asio::error::timed_out;
-                else if (ec == errc::buffer_too_small)
-                  ec = errc::protocol_error; // far longer than an advertisement
-                dispatch_handler(ex, std::move(wait->handler), ec, result);
-              }),
+  receive(buffer, asio::bind_cancellation_slot(
+                      wait->cancel.slot(), [wait, ex = ex_](error_code ec, std::size_t n) {
+                        wait->timer.cancel();
+                        auto slot = asio::get_associated_cancellation_slot(wait->handler);
+                        if (slot.is_connected())
+                          slot.clear();
+                        remote_buffer result;
+                        if (!ec)
+                          result = remote_buffer::decode(std::span(wait->bytes.data(), n), ec);
+                        else if (ec == asio::error::operation_aborted && wait->timed_out)
+                          ec = asio::error::timed_out;
+                        else if (ec == errc::buffer_too_small)
+                          ec = errc::protocol_error; // far longer than an advertisement
+                        dispatch_handler(ex, std::move(wait->handler), ec, result);
+                      }),
           true);
 }
 
@@ -891,8 +892,9 @@ void connection_impl::disconnect(void_handler handler) {
   op_started();
   auto slot = asio::get_associated_cancellation_slot(disconnect_handler_);
   if (slot.is_connected())
-    slot.assign(
-        [this](asio::cancellation_type) { complete_disconnect(asio::error::operation_aborted); });
+    slot.assign([this](asio::cancellation_type) {
+      complete_disconnect(asio::error::operation_aborted);
+    });
   start_timer(true);
   begin_close({});
 }
@@ -1048,8 +1050,8 @@ void start_receive_remote_buffer(connection_impl* impl, std::chrono::millisecond
   impl->receive_remote_buffer(timeout, std::move(handler));
 }
 
-void start_receive(connection_impl* impl, const mutable_buffer_array& buffers, size_handler handler,
-                   bool direct) {
+void start_receive(connection_impl* impl, const mutable_buffer_array& buffers,
+                   size_handler handler, bool direct) {
   impl->receive(buffers, std::move(handler), direct);
 }
 
