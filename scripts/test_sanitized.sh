@@ -17,11 +17,13 @@ tsan_dir=${TSAN_BUILD_DIR:-build-tsan}
 jobs=${BUILD_JOBS:-2}
 here=$(pwd)
 
-# Reports go to stderr, and make the process fail: a test with one fails.
-export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1"
-export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+# Reports go to stderr, with source lines, and make the process fail: a test
+# with one fails.
+symbolizer=external_symbolizer_path=/usr/lib/llvm-16/bin/llvm-symbolizer
+export ASAN_OPTIONS="$symbolizer:detect_leaks=1:halt_on_error=1:abort_on_error=0:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="$symbolizer:halt_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$here/test/sanitizers/lsan.supp:print_suppressions=0"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$here/test/sanitizers/tsan.supp"
+export TSAN_OPTIONS="$symbolizer:halt_on_error=1:second_deadlock_stack=1:suppressions=$here/test/sanitizers/tsan.supp"
 
 configure() { # dir, sanitizers, extra cmake args...
   local dir=$1 sanitize=$2
