@@ -3,7 +3,7 @@
 #   1. build-asan (clang-16, AddressSanitizer + UndefinedBehaviorSanitizer with
 #      LeakSanitizer, libFuzzer coverage): the whole suite, unit and netns tests
 #      on this machine, then every fuzz target for ASIO_RDMA_FUZZ_SECONDS;
-#   2. build-tsan (clang-16, ThreadSanitizer): the library and the threading
+#   2. build-tsan (g++, ThreadSanitizer): the library and the threading
 #      tests (test/integration/threads_test.cpp);
 #   3. the integration tests of both builds, in one boot of the SoftRoCE VM
 #      (or on the local RDMA device).
@@ -25,17 +25,21 @@ export UBSAN_OPTIONS="$symbolizer:halt_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$here/test/sanitizers/lsan.supp:print_suppressions=0"
 export TSAN_OPTIONS="$symbolizer:halt_on_error=1:second_deadlock_stack=1:suppressions=$here/test/sanitizers/tsan.supp"
 
-configure() { # dir, sanitizers, extra cmake args...
-  local dir=$1 sanitize=$2
-  shift 2
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-16 \
+configure() { # dir, compiler, sanitizers, extra cmake args...
+  local dir=$1 compiler=$2 sanitize=$3
+  shift 3
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$compiler" \
     -DASIO_RDMA_WITH_RAW_SOCKET=ON -DASIO_RDMA_SANITIZE="$sanitize" "$@" >/dev/null
 }
 
 start=$SECONDS
-configure "$asan_dir" address,undefined -DASIO_RDMA_FUZZ=ON
+configure "$asan_dir" clang++-16 address,undefined -DASIO_RDMA_FUZZ=ON
 cmake --build "$asan_dir" -j "$jobs"
-configure "$tsan_dir" thread -DASIO_RDMA_BUILD_APPS=OFF
+# GCC, not clang 16: clang before 17 caches thread_local addresses across
+# co_await (llvm-project issue 63022), so a coroutine resumed on another
+# thread uses the first thread's Asio recycling allocator: a real race in the
+# compiled program that TSan reports, but not one of this project.
+configure "$tsan_dir" g++ thread -DASIO_RDMA_BUILD_APPS=OFF
 cmake --build "$tsan_dir" -j "$jobs" --target integration_threads
 echo "=== sanitized builds: $((SECONDS - start)) s"
 
@@ -78,10 +82,12 @@ else
   run asan-netns ctest --test-dir "$asan_dir" -L netns --output-on-failure
 fi
 run fuzz ctest --test-dir "$asan_dir" -L fuzz --output-on-failure
-# One VM boot: the ASan build's integration tests, then the TSan build's.
+# One VM boot: the ASan build's integration tests, then the TSan build's. The
+# threading test runs in the TSan (GCC) build only: built by clang 16 it hits
+# the thread_local miscompilation described above.
 run sanitized-integration test/vm/run.sh --timeout 3000 \
   --env ASAN_OPTIONS --env UBSAN_OPTIONS --env LSAN_OPTIONS --env TSAN_OPTIONS -- \
-  sh -c 'ctest --test-dir "$1" -L integration --output-on-failure; a=$?
+  sh -c 'ctest --test-dir "$1" -L integration -E "^integration_threads\$" --output-on-failure; a=$?
          ctest --test-dir "$2" -R "^integration_threads\$" --output-on-failure; t=$?
          [ $a -eq 0 ] && [ $t -eq 0 ]' sh "$asan_dir" "$tsan_dir"
 
