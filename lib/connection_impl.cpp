@@ -523,8 +523,12 @@ void connection_impl::start_receive(operation* op) {
   if (op->destination.too_many)
     return complete(op, asio::error::invalid_argument, 0, true);
   // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
-  if (arrived_count_ == 0 && state_ == state::open && cq_)
+  // The poll runs other operations' handlers, which may drop the last reference.
+  std::shared_ptr<connection_impl> keep_alive;
+  if (arrived_count_ == 0 && state_ == state::open && cq_) {
+    keep_alive = shared_from_this();
     cq_->poll();
+  }
   if (state_ != state::open && arrived_count_ == 0)
     return complete(op, terminal_error(true), 0, true);
   op->counted = true;
@@ -925,6 +929,10 @@ void connection_impl::close() noexcept {
 }
 
 void connection_impl::begin_close(error_code reason) {
+  // The poll below runs handlers, and one may drop the user's last reference
+  // (a coroutine that ends and destroys its connection): keep this object
+  // alive until the close is done. Empty only when called from the destructor.
+  const auto keep_alive = weak_from_this().lock();
   if (reason && !failure_)
     failure_ = reason;
   if (state_ == state::closing || state_ == state::closed) {
