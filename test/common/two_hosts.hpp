@@ -25,10 +25,16 @@ inline std::string env_or_fail(const char* name) {
 }
 
 /// "A" or "B".
-inline std::string host_name() { return env_or_fail("ASIO_RDMA_HOST"); }
-inline bool is_host_a() { return host_name() == "A"; }
+inline std::string host_name() {
+  return env_or_fail("ASIO_RDMA_HOST");
+}
+inline bool is_host_a() {
+  return host_name() == "A";
+}
 /// The other host's address.
-inline std::string peer_address() { return env_or_fail("ASIO_RDMA_PEER_ADDR"); }
+inline std::string peer_address() {
+  return env_or_fail("ASIO_RDMA_PEER_ADDR");
+}
 
 /// Sends one request line to the host over the guest's "ctl" serial port and
 /// returns the answer ("ok" or "error: ..."). Blocks: the host answers once

@@ -112,12 +112,12 @@ BOOST_AUTO_TEST_CASE(keepalive_keeps_a_healthy_idle_connection_open) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
     ar::connection_options o;
-    o.keepalive_interval = std::chrono::milliseconds(50);
-    o.keepalive_count = 2;
+    o.keepalive_interval = std::chrono::milliseconds(100);
+    o.keepalive_count = 3;
     auto p = co_await make_pair(o, o);
     auto ex = co_await asio::this_coro::executor;
     // Idle for many intervals: probes go out and are answered.
-    asio::steady_timer t(ex, std::chrono::milliseconds(1000));
+    asio::steady_timer t(ex, std::chrono::milliseconds(2000));
     co_await t.async_wait(use_awaitable);
     BOOST_TEST(p.client.is_open());
     BOOST_TEST(p.server.is_open());
@@ -137,8 +137,8 @@ BOOST_AUTO_TEST_CASE(keepalive_does_not_mistake_a_slow_receiver_for_a_dead_one) 
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
     ar::connection_options o;
-    o.keepalive_interval = std::chrono::milliseconds(20);
-    o.keepalive_count = 2;
+    o.keepalive_interval = std::chrono::milliseconds(40);
+    o.keepalive_count = 3;
     o.receive_queue_depth = 4;
     auto p = co_await make_pair(o, o);
     auto ex = co_await asio::this_coro::executor;
@@ -152,7 +152,7 @@ BOOST_AUTO_TEST_CASE(keepalive_does_not_mistake_a_slow_receiver_for_a_dead_one) 
             ++sent;
           },
           ar::test::report_failure);
-    asio::steady_timer t(ex, std::chrono::milliseconds(500)); // 25 intervals, nobody receives
+    asio::steady_timer t(ex, std::chrono::milliseconds(1000)); // 25 intervals, nobody receives
     co_await t.async_wait(use_awaitable);
     BOOST_TEST(p.client.is_open());
     std::array<std::byte, 64> in{};
