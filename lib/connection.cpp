@@ -24,16 +24,12 @@ connection& connection::operator=(connection&& other) noexcept {
   }
   return *this;
 }
-connection::~connection() {
-  close();
-}
+connection::~connection() { close(); }
 
 connection::executor_type connection::get_executor() const {
   return impl_ ? impl_->get_executor() : executor_type();
 }
-bool connection::is_open() const noexcept {
-  return impl_ && impl_->is_open();
-}
+bool connection::is_open() const noexcept { return impl_ && impl_->is_open(); }
 
 boost::asio::ip::tcp::endpoint connection::local_endpoint() const {
   auto* id = native_handle();
@@ -62,12 +58,8 @@ void connection::close() noexcept {
     impl_->close();
 }
 
-rdma_cm_id* connection::native_handle() const noexcept {
-  return impl_ ? impl_->id() : nullptr;
-}
-ibv_qp* connection::native_queue_pair() const noexcept {
-  return impl_ ? impl_->qp() : nullptr;
-}
+rdma_cm_id* connection::native_handle() const noexcept { return impl_ ? impl_->id() : nullptr; }
+ibv_qp* connection::native_queue_pair() const noexcept { return impl_ ? impl_->qp() : nullptr; }
 ibv_pd* connection::native_protection_domain() const noexcept {
   return impl_ ? impl_->pd() : nullptr;
 }
@@ -107,8 +99,8 @@ void connection_request::reject(std::span<const std::byte> private_data, error_c
     return;
   }
   auto request = std::move(request_);
-  ec = detail::from_minus_one(::rdma_reject(request->id.get(), private_data.data(),
-                                            static_cast<std::uint8_t>(private_data.size())));
+  ec = detail::from_minus_one(::rdma_reject(
+      request->id.get(), private_data.data(), static_cast<std::uint8_t>(private_data.size())));
   request->id.reset(); // decided: the destructor must not reject again
 }
 
