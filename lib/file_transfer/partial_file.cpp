@@ -64,7 +64,7 @@ namespace {
 /// The six characters come from a per-process counter mixed with the time
 /// and the pid; uniqueness itself is O_EXCL's job, this only makes a
 /// collision (and a retry) rare.
-std::string temporary_name(const std::string& name, std::uint64_t attempt) {
+std::string make_temporary_name(const std::string& name, std::uint64_t attempt) {
   static std::atomic<std::uint64_t> counter{0};
   std::uint64_t x = counter.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ULL;
   x ^= static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -96,7 +96,7 @@ partial_file partial_file::create(int root, std::span<const std::string> compone
   // A temporary of this transfer's own: with O_EXCL, two transfers of one
   // name at once never write into the same file.
   for (std::uint64_t attempt = 0;; ++attempt) {
-    std::string temporary = temporary_name(components.back(), attempt);
+    std::string temporary = make_temporary_name(components.back(), attempt);
     f.file_ = unique_fd(::openat(f.directory_.get(), temporary.c_str(),
                                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (f.file_) {

@@ -482,7 +482,7 @@ BOOST_AUTO_TEST_CASE(lent_batches_stay_valid_after_close_and_after_the_socket_is
   std::memset(acquired[0].buffer.data(), 0xab, acquired[0].buffer.size()); // still writable
   s.a = raw_socket();
   BOOST_TEST(same_frame()); // ...and after the socket is gone
-  BOOST_TEST(acquired[0].buffer[0] == std::byte{0xab});
+  BOOST_TEST((acquired[0].buffer[0] == std::byte{0xab}));
   received.release();
   acquired.release();
   BOOST_TEST(received.empty());
