@@ -115,11 +115,13 @@ BOOST_AUTO_TEST_CASE(requests_initiated_in_one_turn_are_chained_into_one_post) {
 
     // Twenty initiated in one turn: the first rings the doorbell at once (the
     // queue was idle), the other nineteen go together at the end of the turn.
+    // (Each its own buffer: a send reads its buffer when it is posted.)
+    std::vector<std::vector<std::byte>> messages(20, msg);
     before = p.client.statistics();
     std::size_t done = 0;
     for (int i = 0; i < 20; ++i) {
-      msg[0] = static_cast<std::byte>(i);
-      p.client.async_send(asio::buffer(msg), [&](ar::error_code ec, std::size_t) {
+      messages[i][0] = static_cast<std::byte>(i);
+      p.client.async_send(asio::buffer(messages[i]), [&](ar::error_code ec, std::size_t) {
         BOOST_TEST(!ec, ec.message());
         ++done;
       });
