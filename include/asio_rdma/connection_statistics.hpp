@@ -20,7 +20,7 @@ namespace asio_rdma {
 /// later one); the others complete silently, in order, with the next
 /// signalled one (errors are always reported, signalled or not).
 struct connection_statistics {
-  /// ibv_post_send calls that posted at least one request.
+  /// ibv_post_send calls (each carries at least one request).
   std::uint64_t posts = 0;
   /// Work requests posted.
   std::uint64_t work_requests = 0;
