@@ -843,7 +843,7 @@ BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_f
   });
 }
 
-BOOST_AUTO_TEST_CASE(a_tree_that_is_not_a_directory_is_not_a_directory) {
+BOOST_AUTO_TEST_CASE(a_plain_file_as_a_tree_or_as_the_receiving_directory_is_not_a_directory) {
   asio::io_context io;
   temp_dir src, dst;
   write_file(src.path / "plain", 10, 1);
