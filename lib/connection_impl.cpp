@@ -733,7 +733,9 @@ void connection_impl::flush() {
     if (++unsignaled_ >= signal_interval) {
       op->wr.send_flags |= IBV_SEND_SIGNALED;
       unsignaled_ = 0;
+      ++statistics_.signaled;
     }
+    ++statistics_.work_requests;
     if (last)
       last->next = &op->wr;
     else
@@ -744,8 +746,12 @@ void connection_impl::flush() {
   }
   if (!first)
     return;
-  last->send_flags |= IBV_SEND_SIGNALED; // nothing may wait on a later request
+  if (!(last->send_flags & IBV_SEND_SIGNALED)) {
+    last->send_flags |= IBV_SEND_SIGNALED; // nothing may wait on a later request
+    ++statistics_.signaled;
+  }
   unsignaled_ = 0;
+  ++statistics_.posts;
   ibv_send_wr* bad = nullptr;
   if (int rc = ::ibv_post_send(qp, first, &bad)) {
     // Requests from `bad` on were not posted: they are the tail of posted_sends_.
@@ -783,6 +789,7 @@ void connection_impl::prepare_send(operation* op) {
                     static_cast<std::uint32_t>(src.buffers[i].size()), 0};
     wr.num_sge = static_cast<int>(src.count);
     wr.send_flags |= IBV_SEND_INLINE;
+    ++statistics_.inline_sends;
   } else {
     op->send_slot = free_send_slots_.back();
     free_send_slots_.pop_back();

@@ -60,6 +60,7 @@ public:
   const asio::any_io_executor& get_executor() const { return ex_; }
   bool is_open() const noexcept { return state_ == state::open; }
   const connection_options& options() const { return options_; }
+  const connection_statistics& statistics() const noexcept { return statistics_; }
   std::span<const std::byte> peer_private_data() const { return peer_private_data_; }
   rdma_cm_id* id() const { return id_.get(); }
   ibv_qp* qp() const { return id_ ? id_->qp : nullptr; }
@@ -164,6 +165,7 @@ private:
   std::uint32_t unsignaled_ = 0;
   std::uint32_t inline_limit_ = 0;
   std::uint32_t max_send_sge_ = 1;
+  connection_statistics statistics_; // counted in flush() and prepare_send()
 
   object_pool<operation> op_pool_;
   intrusive_queue<operation> waiting_receives_;

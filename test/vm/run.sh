@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run one command against a real RDMA device: the machine's own if it has
 # one, else SoftRoCE (rdma_rxe) inside a throw-away qemu TCG guest.
-# See test/vm/README.md and shared/docs/softroce-vm.md for the why.
+# See test/vm/README.md and docs/softroce_vm.md for the why.
 #
 # The guest shares the host's / read-only (virtio-9p), so the host's build
 # tree, libraries and tools run unchanged inside it; the current directory
