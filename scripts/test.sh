@@ -53,7 +53,7 @@ run integration test/vm/run.sh --timeout 3000 -- \
 
 # Two hosts: every CTest test here boots its own pair of SoftRoCE guests on a
 # virtual wire (test/vm/two_hosts), so it runs from this machine, one at a time.
-run two_hosts ctest --test-dir "$build_dir" -L two_hosts --output-on-failure
+run two_hosts ctest --test-dir "$build_dir" -L two_hosts -V
 
 if [[ $status -eq 0 && $failed -eq 0 ]]; then
   echo "=== all test groups passed"
