@@ -49,6 +49,10 @@ const connection_options& connection::options() const {
   return impl_ ? impl_->options() : defaults;
 }
 
+connection_statistics connection::statistics() const noexcept {
+  return impl_ ? impl_->statistics() : connection_statistics();
+}
+
 void connection::close() noexcept {
   if (impl_)
     impl_->close();

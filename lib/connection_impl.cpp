@@ -2,6 +2,7 @@
 
 #include "endpoint.hpp"
 #include "handler_completion.hpp"
+#include "qp_timers.hpp"
 #include "shared_queues_impl.hpp"
 #include "verbs_error.hpp"
 
@@ -44,9 +45,8 @@ struct op_canceller {
 
 } // namespace
 
-connection_impl::connection_impl(const asio::any_io_executor& ex,
-                                 const connection_options& options)
-    : ex_(ex), options_(options), timer_(ex), drain_timer_(ex) {}
+connection_impl::connection_impl(const asio::any_io_executor& ex, const connection_options& options)
+    : ex_(ex), options_(options), timer_(ex), drain_timer_(ex), keepalive_timer_(ex) {}
 
 connection_impl::~connection_impl() {
   if (channel_interest_) // the channel may be shared with an acceptor
@@ -79,18 +79,17 @@ void connection_impl::start_connect(std::string host, std::uint16_t port,
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(ex_);
   state_ = state::resolving;
   start_timer(false);
-  resolver->async_resolve(
-      host, std::to_string(port), asio::ip::resolver_base::numeric_service,
-      [self = shared_from_this(), resolver](error_code ec,
-                                            asio::ip::tcp::resolver::results_type results) {
-        if (!self->establish_handler_)
-          return; // timed out or cancelled meanwhile
-        if (!ec && results.empty())
-          ec = asio::error::host_not_found;
-        if (ec)
-          return self->fail_establishment(ec, false);
-        self->resolve_address(results.begin()->endpoint());
-      });
+  resolver->async_resolve(host, std::to_string(port), asio::ip::resolver_base::numeric_service,
+                          [self = shared_from_this(),
+                           resolver](error_code ec, asio::ip::tcp::resolver::results_type results) {
+                            if (!self->establish_handler_)
+                              return; // timed out or cancelled meanwhile
+                            if (!ec && results.empty())
+                              ec = asio::error::host_not_found;
+                            if (ec)
+                              return self->fail_establishment(ec, false);
+                            self->resolve_address(results.begin()->endpoint());
+                          });
 }
 
 void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination) {
@@ -98,6 +97,8 @@ void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination
   channel_ = cm_channel::create(ex_, ec);
   if (!ec)
     id_ = channel_->create_id(this, RDMA_PS_TCP, ec);
+  if (!ec)
+    ec = set_ack_timeout();
   if (ec)
     return fail_establishment(cm_error(ec), true);
   sync_interest();
@@ -134,20 +135,18 @@ void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_pt
   peer_private_data_.assign(data.begin(), data.end());
   if (options_.validate(connection_options::max_accept_private_data))
     return fail_establishment(errc::invalid_option, true);
-  if (auto ec = create_resources())
+  if (auto ec = set_ack_timeout(); ec || (ec = create_resources()))
     return fail_establishment(ec, true);
   rdma_conn_param param{};
   param.private_data = options_.private_data.data();
   param.private_data_len = static_cast<std::uint8_t>(options_.private_data.size());
   // Reads and atomics the peer may have outstanding towards us, and we towards it.
-  param.responder_resources =
-      std::min<int>({options_.responder_resources, request.initiator_depth,
-                     device_->attributes.max_qp_rd_atom});
-  param.initiator_depth =
-      std::min<int>({options_.initiator_depth, request.responder_resources,
-                     device_->attributes.max_qp_init_rd_atom});
+  param.responder_resources = std::min<int>(
+      {options_.responder_resources, request.initiator_depth, device_->attributes.max_qp_rd_atom});
+  param.initiator_depth = std::min<int>({options_.initiator_depth, request.responder_resources,
+                                         device_->attributes.max_qp_init_rd_atom});
   param.rnr_retry_count = 7; // 7 = retry forever: RNR is our flow control
-  param.retry_count = 7;
+  param.retry_count = options_.retry_count;
   auto slot = asio::get_associated_cancellation_slot(establish_handler_);
   if (slot.is_connected())
     slot.assign([this](asio::cancellation_type) {
@@ -157,6 +156,28 @@ void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_pt
   start_timer(false);
   if (::rdma_accept(id_.get(), &param) != 0)
     return fail_establishment(from_errno(), true);
+  // rdma_accept moved the queue pair to RTS: the peer may send from now on.
+  if (auto ec = set_rnr_timer())
+    return fail_establishment(ec, true);
+}
+
+error_code connection_impl::set_ack_timeout() {
+  std::uint8_t exponent = options_.ack_timeout_exponent;
+  if (::rdma_set_option(id_.get(), RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &exponent,
+                        sizeof exponent) != 0)
+    return from_errno();
+  return {};
+}
+
+error_code connection_impl::set_rnr_timer() {
+  // rdma_cm's RTR transition leaves min_rnr_timer at 0, which encodes the
+  // longest delay (655 ms): a sender that finds our receive queue empty would
+  // sleep that long. RTS -> RTS may change it.
+  ibv_qp_attr attr{};
+  attr.min_rnr_timer = rnr_timer_code(options_.rnr_retry_delay);
+  if (int rc = ::ibv_modify_qp(id_->qp, &attr, IBV_QP_MIN_RNR_TIMER))
+    return from_returned_errno(rc);
+  return {};
 }
 
 error_code connection_impl::create_resources() {
@@ -188,8 +209,8 @@ error_code connection_impl::create_resources() {
   sync_interest();
   if ((ec = send_block_.allocate(pd(), send_depth, options_.max_message_size, 0)))
     return ec;
-  if ((ec = atomic_block_.allocate(pd(), send_depth, sizeof(std::uint64_t),
-                                   IBV_ACCESS_LOCAL_WRITE)))
+  if ((ec =
+           atomic_block_.allocate(pd(), send_depth, sizeof(std::uint64_t), IBV_ACCESS_LOCAL_WRITE)))
     return ec;
 
   ibv_qp_init_attr attr{};
@@ -249,7 +270,7 @@ void connection_impl::on_cm_event(const cm_event& event) {
     param.initiator_depth =
         std::min<int>(options_.initiator_depth, device_->attributes.max_qp_init_rd_atom);
     param.rnr_retry_count = 7;
-    param.retry_count = 7;
+    param.retry_count = options_.retry_count;
     state_ = state::connecting;
     if (::rdma_connect(id_.get(), &param) != 0)
       fail_establishment(from_errno(), false);
@@ -308,15 +329,20 @@ void connection_impl::finish_establishment(const cm_event& event) {
     auto data = event.data();
     peer_private_data_.assign(data.begin(), data.end());
   }
+  if (state_ == state::connecting) {
+    // The queue pair reached RTS while rdma_cm processed the reply.
+    if (auto ec = set_rnr_timer())
+      return fail_establishment(ec, false);
+  }
   state_ = state::open;
   op_finished();
   sync_interest();
+  start_keepalive();
   auto handler = std::move(establish_handler_);
   auto slot = asio::get_associated_cancellation_slot(handler);
   if (slot.is_connected())
     slot.clear();
-  dispatch_handler(ex_, std::move(handler), error_code(),
-                                   connection(shared_from_this()));
+  dispatch_handler(ex_, std::move(handler), error_code(), connection(shared_from_this()));
 }
 
 void connection_impl::fail_establishment(error_code ec, bool defer) {
@@ -350,6 +376,46 @@ void connection_impl::start_timer(bool for_disconnect) {
     else
       self->fail_establishment(asio::error::timed_out, false);
   });
+}
+
+// ---------------------------------------------------------------- keepalive
+
+void connection_impl::start_keepalive() {
+  if (options_.keepalive_interval.count() == 0 || state_ != state::open)
+    return;
+  keepalive_timer_.expires_after(options_.keepalive_interval);
+  keepalive_timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
+    if (auto self = weak.lock(); self && !ec)
+      self->keepalive_tick();
+  });
+}
+
+void connection_impl::keepalive_tick() {
+  if (state_ != state::open)
+    return;
+  // Posted user work is bounded by the transport's retries; while it waits,
+  // a living but slow receiver may hold it by RNR for as long as it likes.
+  const bool user_work_posted = send_outstanding_ > (probe_outstanding_ ? 1u : 0u);
+  if (activity_ != activity_at_last_tick_ || user_work_posted)
+    silent_intervals_ = 0;
+  else if (++silent_intervals_ >= options_.keepalive_count)
+    return begin_close(asio::error::timed_out);
+  activity_at_last_tick_ = activity_;
+  if (silent_intervals_ > 0 && !probe_outstanding_ && send_outstanding_ == 0) {
+    // A zero-length RDMA write: acknowledged by the peer's transport, it needs
+    // no receive buffer, no memory and no rkey there (IBTA C9-88).
+    work_request probe;
+    probe.op = work_request::kind::write;
+    probe_outstanding_ = true;
+    work(
+        probe,
+        [weak = weak_from_this()](error_code, std::size_t) {
+          if (auto self = weak.lock())
+            self->probe_outstanding_ = false;
+        },
+        true);
+  }
+  start_keepalive();
 }
 
 // ---------------------------------------------------------------- data path
@@ -505,8 +571,8 @@ void connection_impl::receive(const mutable_buffer_array& buffers, size_handler 
   start_receive(op);
 }
 
-void connection_impl::receive_message(const mutable_buffer_array& buffers,
-                                      message_handler handler, bool direct) {
+void connection_impl::receive_message(const mutable_buffer_array& buffers, message_handler handler,
+                                      bool direct) {
   operation* op = new_receive(buffers, direct);
   op->wants_message = true;
   assign_handler(op->message_handler_, std::move(handler));
@@ -556,7 +622,9 @@ void connection_impl::schedule_delivery() {
   });
 }
 
-void op_canceller::operator()(asio::cancellation_type) { impl->cancel(op); }
+void op_canceller::operator()(asio::cancellation_type) {
+  impl->cancel(op);
+}
 
 void connection_impl::receive_remote_buffer(std::chrono::milliseconds timeout,
                                             remote_buffer_handler handler) {
@@ -587,21 +655,23 @@ void connection_impl::receive_remote_buffer(std::chrono::milliseconds timeout,
     }
   });
   auto buffer = make_buffer_array<asio::mutable_buffer>(asio::buffer(wait->bytes));
-  receive(buffer, asio::bind_cancellation_slot(
-                      wait->cancel.slot(), [wait, ex = ex_](error_code ec, std::size_t n) {
-                        wait->timer.cancel();
-                        auto slot = asio::get_associated_cancellation_slot(wait->handler);
-                        if (slot.is_connected())
-                          slot.clear();
-                        remote_buffer result;
-                        if (!ec)
-                          result = remote_buffer::decode(std::span(wait->bytes.data(), n), ec);
-                        else if (ec == asio::error::operation_aborted && wait->timed_out)
-                          ec = asio::error::timed_out;
-                        else if (ec == errc::buffer_too_small)
-                          ec = errc::protocol_error; // far longer than an advertisement
-                        dispatch_handler(ex, std::move(wait->handler), ec, result);
-                      }),
+  receive(buffer,
+          asio::bind_cancellation_slot(
+              wait->cancel.slot(),
+              [wait, ex = ex_](error_code ec, std::size_t n) {
+                wait->timer.cancel();
+                auto slot = asio::get_associated_cancellation_slot(wait->handler);
+                if (slot.is_connected())
+                  slot.clear();
+                remote_buffer result;
+                if (!ec)
+                  result = remote_buffer::decode(std::span(wait->bytes.data(), n), ec);
+                else if (ec == asio::error::operation_aborted && wait->timed_out)
+                  ec = asio::error::timed_out;
+                else if (ec == errc::buffer_too_small)
+                  ec = errc::protocol_error; // far longer than an advertisement
+                dispatch_handler(ex, std::move(wait->handler), ec, result);
+              }),
           true);
 }
 
@@ -663,7 +733,9 @@ void connection_impl::flush() {
     if (++unsignaled_ >= signal_interval) {
       op->wr.send_flags |= IBV_SEND_SIGNALED;
       unsignaled_ = 0;
+      ++statistics_.signaled;
     }
+    ++statistics_.work_requests;
     if (last)
       last->next = &op->wr;
     else
@@ -674,8 +746,12 @@ void connection_impl::flush() {
   }
   if (!first)
     return;
-  last->send_flags |= IBV_SEND_SIGNALED; // nothing may wait on a later request
+  if (!(last->send_flags & IBV_SEND_SIGNALED)) {
+    last->send_flags |= IBV_SEND_SIGNALED; // nothing may wait on a later request
+    ++statistics_.signaled;
+  }
   unsignaled_ = 0;
+  ++statistics_.posts;
   ibv_send_wr* bad = nullptr;
   if (int rc = ::ibv_post_send(qp, first, &bad)) {
     // Requests from `bad` on were not posted: they are the tail of posted_sends_.
@@ -713,6 +789,7 @@ void connection_impl::prepare_send(operation* op) {
                     static_cast<std::uint32_t>(src.buffers[i].size()), 0};
     wr.num_sge = static_cast<int>(src.count);
     wr.send_flags |= IBV_SEND_INLINE;
+    ++statistics_.inline_sends;
   } else {
     op->send_slot = free_send_slots_.back();
     free_send_slots_.pop_back();
@@ -737,6 +814,7 @@ void connection_impl::release_send_slot(operation* op) {
 void connection_impl::on_send_complete(completion_target* target, const ibv_wc& wc) {
   auto* op = static_cast<operation*>(target);
   connection_impl* self = op->owner;
+  ++self->activity_;
   // A shared CQ does not keep this connection alive through the batch.
   std::shared_ptr<connection_impl> keep_alive;
   if (self->shared_)
@@ -775,6 +853,7 @@ void connection_impl::on_receive_complete(completion_target* target, const ibv_w
 }
 
 void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc) {
+  ++activity_;
   if (wc.status == IBV_WC_SUCCESS) {
     auto& msg = arrived_[(arrived_head_ + arrived_count_) % arrived_.size()];
     msg.slot = index;
@@ -896,9 +975,8 @@ void connection_impl::disconnect(void_handler handler) {
   op_started();
   auto slot = asio::get_associated_cancellation_slot(disconnect_handler_);
   if (slot.is_connected())
-    slot.assign([this](asio::cancellation_type) {
-      complete_disconnect(asio::error::operation_aborted);
-    });
+    slot.assign(
+        [this](asio::cancellation_type) { complete_disconnect(asio::error::operation_aborted); });
   start_timer(true);
   begin_close({});
 }
@@ -941,6 +1019,7 @@ void connection_impl::begin_close(error_code reason) {
   }
   const bool was_connected = state_ == state::open;
   state_ = state::closing;
+  keepalive_timer_.cancel();
   sync_interest();
   if (id_ && qp_created_) {
     // rdma_disconnect moves the queue pair to the error state (flushing all
@@ -1058,8 +1137,8 @@ void start_receive_remote_buffer(connection_impl* impl, std::chrono::millisecond
   impl->receive_remote_buffer(timeout, std::move(handler));
 }
 
-void start_receive(connection_impl* impl, const mutable_buffer_array& buffers,
-                   size_handler handler, bool direct) {
+void start_receive(connection_impl* impl, const mutable_buffer_array& buffers, size_handler handler,
+                   bool direct) {
   impl->receive(buffers, std::move(handler), direct);
 }
 

@@ -32,8 +32,8 @@ public:
 
   // Establishment.
   void start_connect(std::string host, std::uint16_t port, connection_handler handler);
-  void start_accept(std::shared_ptr<cm_channel> channel, cm_id_ptr id,
-                    const cm_event& request, connection_handler handler);
+  void start_accept(std::shared_ptr<cm_channel> channel, cm_id_ptr id, const cm_event& request,
+                    connection_handler handler);
 
   // Operations (see connection.hpp for their contracts).
   // `direct`: the handler runs on this connection's executor (see runs_on).
@@ -60,6 +60,7 @@ public:
   const asio::any_io_executor& get_executor() const { return ex_; }
   bool is_open() const noexcept { return state_ == state::open; }
   const connection_options& options() const { return options_; }
+  const connection_statistics& statistics() const noexcept { return statistics_; }
   std::span<const std::byte> peer_private_data() const { return peer_private_data_; }
   rdma_cm_id* id() const { return id_.get(); }
   ibv_qp* qp() const { return id_ ? id_->qp : nullptr; }
@@ -74,12 +75,12 @@ public:
 private:
   enum class state : std::uint8_t {
     idle,
-    resolving,   // address and route resolution
-    connecting,  // rdma_connect sent
-    accepting,   // rdma_accept sent
+    resolving,  // address and route resolution
+    connecting, // rdma_connect sent
+    accepting,  // rdma_accept sent
     open,
-    closing,     // closed locally or by the peer, or failed: draining posted work
-    closed,      // queue pair destroyed
+    closing, // closed locally or by the peer, or failed: draining posted work
+    closed,  // queue pair destroyed
   };
 
   void resolve_address(const boost::asio::ip::tcp::endpoint& destination);
@@ -87,6 +88,10 @@ private:
   void finish_establishment(const cm_event& event);
   void fail_establishment(error_code ec, bool defer);
   void start_timer(bool for_disconnect);
+  error_code set_ack_timeout();
+  error_code set_rnr_timer();
+  void start_keepalive();
+  void keepalive_tick();
 
   void schedule_flush();
   void prepare_send(operation* op);
@@ -160,6 +165,7 @@ private:
   std::uint32_t unsignaled_ = 0;
   std::uint32_t inline_limit_ = 0;
   std::uint32_t max_send_sge_ = 1;
+  connection_statistics statistics_; // counted in flush() and prepare_send()
 
   object_pool<operation> op_pool_;
   intrusive_queue<operation> waiting_receives_;
@@ -172,7 +178,7 @@ private:
   bool cq_interest_ = false;
 
   // Why the connection left the open state (decides what queued work gets).
-  error_code failure_;       // first device / protocol error
+  error_code failure_; // first device / protocol error
   bool closed_locally_ = false;
   bool disconnect_requested_ = false;
   bool peer_disconnected_ = false;
@@ -182,6 +188,14 @@ private:
   void_handler disconnect_handler_;
   asio::steady_timer timer_;       // establishment and disconnect timeout
   asio::steady_timer drain_timer_; // bound on waiting for flushes when closing
+
+  // Keepalive (connection_options::keepalive_interval): completions counted,
+  // compared once per interval.
+  asio::steady_timer keepalive_timer_;
+  std::uint32_t activity_ = 0;
+  std::uint32_t activity_at_last_tick_ = 0;
+  std::uint32_t silent_intervals_ = 0;
+  bool probe_outstanding_ = false;
 
   /// Keeps the implementation alive while the device may still complete work
   /// into its memory, even after the user's connection object is gone.

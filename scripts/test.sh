@@ -5,7 +5,9 @@
 #      needs root) on this machine;
 #   3. integration tests against real verbs: on the local RDMA device if
 #      there is one, otherwise inside the SoftRoCE VM (test/vm/run.sh);
-#   4. all of it again under ASan+UBSan+LSan, the threading tests under TSan,
+#   4. two-host tests: two SoftRoCE guests on one virtual wire, with faults
+#      (a host killed, a link cut) injected mid-run (test/vm/two_hosts).
+#   5. all of it again under ASan+UBSan+LSan, the threading tests under TSan,
 #      and every fuzz target for a bounded time (scripts/test_sanitized.sh).
 # Nothing is skipped: a missing device, VM or privilege is a failure.
 set -euo pipefail
@@ -50,6 +52,10 @@ fi
 # One VM boot for all integration tests; CTest's own per-test timeouts apply.
 run integration test/vm/run.sh --timeout 3000 -- \
   ctest --test-dir "$build_dir" -L integration --output-on-failure
+
+# Two hosts: every CTest test here boots its own pair of SoftRoCE guests on a
+# virtual wire (test/vm/two_hosts), so it runs from this machine, one at a time.
+run two_hosts ctest --test-dir "$build_dir" -L two_hosts -V
 # All of it again under sanitizers, plus the fuzz targets (its own builds).
 run sanitized scripts/test_sanitized.sh
 

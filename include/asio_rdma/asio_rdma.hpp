@@ -3,10 +3,12 @@
 
 #include <asio_rdma/acceptor.hpp>
 #include <asio_rdma/buffer_pool.hpp>
+#include <asio_rdma/completion_mode.hpp>
 #include <asio_rdma/connect.hpp>
 #include <asio_rdma/connection.hpp>
 #include <asio_rdma/connection_options.hpp>
 #include <asio_rdma/connection_request.hpp>
+#include <asio_rdma/connection_statistics.hpp>
 #include <asio_rdma/error.hpp>
 #include <asio_rdma/file_transfer.hpp>
 #include <asio_rdma/memory_region.hpp>

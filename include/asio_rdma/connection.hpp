@@ -2,6 +2,7 @@
 #pragma once
 
 #include <asio_rdma/connection_options.hpp>
+#include <asio_rdma/connection_statistics.hpp>
 #include <asio_rdma/detail/buffer_array.hpp>
 #include <asio_rdma/detail/handlers.hpp>
 #include <asio_rdma/detail/work_request.hpp>
@@ -96,6 +97,11 @@ public:
 
   /// The options the connection was established with.
   const connection_options& options() const;
+
+  /// What this connection has posted to its send queue so far (see
+  /// connection_statistics). All zero for a connection that is not open and
+  /// never was. Use from the connection's executor.
+  connection_statistics statistics() const noexcept;
 
   /// Sends one message made of `buffers` (gathered, at most 16 buffers).
   ///

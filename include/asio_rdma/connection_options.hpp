@@ -39,6 +39,40 @@ struct connection_options {
   /// Time allowed for address/route resolution and the connection handshake
   /// (connect and accept), and for async_disconnect.
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
+  /// How long a sender waits before retrying a message that found no receive
+  /// buffer posted at this side (the responder's RNR NAK timer, which this
+  /// side advertises to its peer). Receive buffers running out is the flow
+  /// control of async_send, so this is the pause a fast sender takes when it
+  /// outruns a slow receiver. Rounded up to the next value the transport can
+  /// encode (10 us .. 491.52 ms); rdma_cm's own default would be 655 ms.
+  /// Devices round it further up to their timer resolution (rxe: one kernel
+  /// tick, 1-4 ms).
+  std::chrono::microseconds rnr_retry_delay = std::chrono::microseconds(640);
+  /// Transport (ACK) timeout: 4.096 us x 2^ack_timeout_exponent before a
+  /// request without acknowledgement is sent again (1..31; default 15, about
+  /// 134 ms).
+  std::uint8_t ack_timeout_exponent = 15;
+  /// Retransmissions before the transport gives up (0..7). Then every posted
+  /// operation fails with a wc_condition::transport error
+  /// (IBV_WC_RETRY_EXC_ERR) and the connection closes. A peer host that died
+  /// while work was posted is therefore reported within
+  /// transport_give_up_time() (about 0.94 s with the defaults). Note that
+  /// SoftRoCE (rxe) treats 7 as "retry forever", so the default is 6.
+  std::uint8_t retry_count = 6;
+  /// Opt-in keepalive for idle connections: RC notices nothing of a dead peer
+  /// while no work is posted. With an interval, a connection on which nothing
+  /// completed for one interval posts a zero-length RDMA write (which needs
+  /// nothing from the peer's application nor any memory of it); after
+  /// keepalive_count silent intervals in a row the connection fails with
+  /// asio::error::timed_out (pending receives and later operations get it),
+  /// unless the transport reported the dead peer earlier. While user work is
+  /// posted, the transport's own retries (above) are the bound instead, so a
+  /// slow but living receiver is never mistaken for a dead one.
+  /// Zero (the default) turns keepalive off. A connection with keepalive keeps
+  /// a timer pending in the io_context while it is open.
+  std::chrono::milliseconds keepalive_interval = std::chrono::milliseconds(0);
+  /// Silent keepalive intervals after which the peer counts as dead (1..1000).
+  std::uint32_t keepalive_count = 3;
   /// Private data sent with the connect request (at most 56 bytes) or with the
   /// accept reply (at most 196 bytes). On InfiniBand and RoCE the peer sees it
   /// zero-padded to that fixed size.
@@ -77,10 +111,27 @@ struct connection_options {
       return "max_inline_data must be at most 1024";
     if (timeout.count() <= 0)
       return "timeout must be positive";
+    if (rnr_retry_delay.count() < 10 || rnr_retry_delay > std::chrono::microseconds(491520))
+      return "rnr_retry_delay must be 10 us..491.52 ms";
+    if (ack_timeout_exponent == 0 || ack_timeout_exponent > 31)
+      return "ack_timeout_exponent must be 1..31";
+    if (retry_count > 7)
+      return "retry_count must be 0..7";
+    if (keepalive_interval.count() < 0)
+      return "keepalive_interval must not be negative";
+    if (keepalive_count == 0 || keepalive_count > 1000)
+      return "keepalive_count must be 1..1000";
     if (private_data.size() > private_data_limit)
       return "private_data is longer than the handshake allows (56 bytes to connect, 196 to "
              "accept, 148 to reject)";
     return nullptr;
+  }
+
+  /// How long the transport retries an unacknowledged request before it
+  /// fails: 4.096 us x 2^ack_timeout_exponent x (retry_count + 1).
+  std::chrono::microseconds transport_give_up_time() const {
+    const double us = 4.096 * double(std::uint64_t(1) << ack_timeout_exponent) * (retry_count + 1);
+    return std::chrono::microseconds(static_cast<std::int64_t>(us));
   }
 
   /// errc::invalid_option if problem() names one, else success.

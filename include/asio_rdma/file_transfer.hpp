@@ -3,8 +3,8 @@
 //
 // Data goes by RDMA write with immediate into slots of registered memory that
 // the receiver advertises; the chunk size is negotiated to the smaller of the
-// two sides' buffer sizes; every file is checked with CRC-32C and written as
-// NAME.part until complete. Wire format: detail/file_protocol.hpp and
+// two sides' buffer sizes; every file is checked with CRC-32C and written to
+// a temporary NAME.XXXXXX.part until complete. Wire format: detail/file_protocol.hpp and
 // docs/file_transfer.md.
 #pragma once
 
@@ -133,7 +133,8 @@ auto async_send_file(connection& conn, const std::filesystem::path& path,
 ///
 /// Completion signature, lifetimes, errors and cancellation as for
 /// async_send_file; transfer_result::files counts directories and files.
-/// asio::error::not_a_directory (system_category) if `directory` is not one.
+/// boost::system::errc::not_a_directory (ENOTDIR in system_category) if
+/// `directory` is not one, before anything is sent.
 template <typename CompletionToken = boost::asio::deferred_t>
 auto async_send_tree(connection& conn, const std::filesystem::path& directory,
                      const file_transfer_options& options, CompletionToken&& token = {}) {
@@ -203,9 +204,12 @@ void start_run(const std::shared_ptr<file_receiver_impl>& impl, session_callback
 /// Names from the wire are checked: absolute names, "..", "." and empty
 /// components are refused with errc::protocol_error; intermediate components
 /// that are symbolic links are not followed, so nothing is ever written
-/// outside the directory. A file is written as NAME.part and renamed to NAME
-/// only when its size and CRC-32C match; an unfinished or failed file is
-/// removed. An existing NAME is replaced.
+/// outside the directory. A file is written to a temporary of its own,
+/// NAME.XXXXXX.part (unique per transfer), and renamed to NAME only when its
+/// size and CRC-32C match; an unfinished or failed file is removed. An
+/// existing NAME is replaced atomically: when several senders send the same
+/// name at once, NAME ends up as exactly one of their complete files (the
+/// last to finish), never a mixture.
 ///
 /// Disk writes are synchronous on the receiver's executor (no thread of the
 /// library's own); use an io_context of its own for a busy receiver.
@@ -219,7 +223,7 @@ public:
   /// Listens on `address`:`port` (port 0: a free one, see local_endpoint())
   /// and stores into `directory`, which must exist. Throws
   /// boost::system::system_error (errc::invalid_option for bad options,
-  /// not_a_directory, or the listener's errors).
+  /// boost::system::errc::not_a_directory (ENOTDIR), or the listener's errors).
   file_receiver(const executor_type& ex, const std::string& address, std::uint16_t port,
                 const std::filesystem::path& directory, file_receiver_options options = {});
   file_receiver(file_receiver&&) noexcept;
@@ -236,8 +240,9 @@ public:
   const std::filesystem::path& directory() const;
 
   /// Sets the buffer size offered to connections accepted from now on
-  /// (librdmaft's rdmaft_reset_recv_buffer_size). errc::invalid_option (and
-  /// nothing changes) if out of range.
+  /// (librdmaft's rdmaft_reset_recv_buffer_size). A connection already being
+  /// served keeps the size it was accepted with, for all its transfers.
+  /// errc::invalid_option (and nothing changes) if out of range.
   void set_buffer_size(std::size_t buffer_size, error_code& ec);
   void set_buffer_size(std::size_t buffer_size);
 

@@ -125,8 +125,9 @@ struct received_packet {
 
 /// Received packets lent by raw_socket::async_receive. Move-only. Destroying the batch or
 /// calling release() hands its buffers back to the socket at once; until then they cannot
-/// receive new frames. A batch must be released before its socket is destroyed (checked by an
-/// assertion in debug builds; in release builds the buffers stay valid until the batch goes).
+/// receive new frames. A batch may outlive close() and the socket itself: its packets stay
+/// valid (the buffer memory is kept until the last lent batch is released), and releasing it
+/// afterwards only frees that memory.
 class receive_batch {
 public:
   using value_type = received_packet;
@@ -166,7 +167,9 @@ struct send_packet {
 
 /// Send buffers lent by raw_socket::async_acquire, to be filled and passed to async_send.
 /// Move-only. Destroying it (or release()) without sending returns the buffers unsent.
-/// Must not outlive its socket (asserted in debug builds).
+/// Like a receive_batch it may outlive close() and the socket: its buffers stay writable,
+/// but there is nothing left to send them with (async_send on a closed socket fails with
+/// asio::error::bad_descriptor).
 class send_batch {
 public:
   using value_type = send_packet;
@@ -273,7 +276,8 @@ public:
   unsigned interface_index() const;
 
   /// Completes the outstanding operations with operation_aborted, removes the flow rules and
-  /// leaves the multicast groups. Lent batches stay valid until released.
+  /// leaves the multicast groups. Lent batches stay valid until released, also after the
+  /// socket is destroyed.
   void close() noexcept;
   /// Completes the outstanding operations with operation_aborted (posted).
   void cancel() noexcept;

@@ -2,7 +2,9 @@
 #include "partial_file.hpp"
 #include "verbs_error.hpp"
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,9 +53,35 @@ partial_file& partial_file::operator=(partial_file&& other) noexcept {
     directory_ = std::move(other.directory_);
     file_ = std::move(other.file_);
     name_ = std::exchange(other.name_, {});
+    temporary_ = std::exchange(other.temporary_, {});
   }
   return *this;
 }
+
+namespace {
+
+/// NAME.XXXXXX.part, NAME cut so that the whole fits NAME_MAX (255 bytes).
+/// The six characters come from a per-process counter mixed with the time
+/// and the pid; uniqueness itself is O_EXCL's job, this only makes a
+/// collision (and a retry) rare.
+std::string make_temporary_name(const std::string& name, std::uint64_t attempt) {
+  static std::atomic<std::uint64_t> counter{0};
+  std::uint64_t x = counter.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ULL;
+  x ^= static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  x ^= static_cast<std::uint64_t>(::getpid()) << 32;
+  x ^= attempt * 0xbf58476d1ce4e5b9ULL;
+  static constexpr char alphabet[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
+  constexpr std::size_t suffix = 1 + 6 + 5; // ".XXXXXX" ".part"
+  std::string t = name.substr(0, 255 - suffix);
+  t += '.';
+  for (int i = 0; i < 6; ++i, x >>= 6)
+    t += alphabet[x & 63];
+  t += ".part";
+  return t;
+}
+
+} // namespace
 
 partial_file partial_file::create(int root, std::span<const std::string> components,
                                   error_code& ec) {
@@ -65,12 +93,20 @@ partial_file partial_file::create(int root, std::span<const std::string> compone
   f.directory_ = open_directories(root, components.first(components.size() - 1), ec);
   if (ec)
     return f;
-  std::string part = components.back() + ".part";
-  f.file_ = unique_fd(::openat(f.directory_.get(), part.c_str(),
-                               O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!f.file_) {
-    ec = from_errno();
-    return f;
+  // A temporary of this transfer's own: with O_EXCL, two transfers of one
+  // name at once never write into the same file.
+  for (std::uint64_t attempt = 0;; ++attempt) {
+    std::string temporary = make_temporary_name(components.back(), attempt);
+    f.file_ = unique_fd(::openat(f.directory_.get(), temporary.c_str(),
+                                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (f.file_) {
+      f.temporary_ = std::move(temporary);
+      break;
+    }
+    if (errno != EEXIST || attempt == 100) {
+      ec = from_errno();
+      return f;
+    }
   }
   f.name_ = components.back();
   return f;
@@ -100,26 +136,28 @@ void partial_file::commit(std::uint32_t mode, error_code& ec) noexcept {
   }
   if (::close(file_.release()) != 0) {
     ec = from_errno();
-    std::string part = name_ + ".part";
-    ::unlinkat(directory_.get(), part.c_str(), 0);
+    ::unlinkat(directory_.get(), temporary_.c_str(), 0);
     name_.clear();
+    temporary_.clear();
     return;
   }
-  std::string part = name_ + ".part";
-  if (::renameat(directory_.get(), part.c_str(), directory_.get(), name_.c_str()) != 0) {
+  // rename() replaces NAME atomically: a reader (or a concurrent transfer of
+  // the same name) sees the old file or this one, never a mixture.
+  if (::renameat(directory_.get(), temporary_.c_str(), directory_.get(), name_.c_str()) != 0) {
     ec = from_errno();
-    ::unlinkat(directory_.get(), part.c_str(), 0);
+    ::unlinkat(directory_.get(), temporary_.c_str(), 0);
   }
   name_.clear();
+  temporary_.clear();
 }
 
 void partial_file::discard() noexcept {
   if (name_.empty())
     return;
   file_ = unique_fd();
-  std::string part = name_ + ".part";
-  ::unlinkat(directory_.get(), part.c_str(), 0);
+  ::unlinkat(directory_.get(), temporary_.c_str(), 0);
   name_.clear();
+  temporary_.clear();
 }
 
 } // namespace asio_rdma::detail

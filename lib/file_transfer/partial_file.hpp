@@ -1,6 +1,8 @@
 // Creating received files safely below a directory: every component is
-// opened relative to its parent with O_NOFOLLOW, the data goes to NAME.part,
-// which is renamed to NAME only once complete and removed otherwise.
+// opened relative to its parent with O_NOFOLLOW, the data goes to a temporary
+// NAME.XXXXXX.part of its own (created with O_EXCL, so two transfers of one
+// name never share it), which is renamed to NAME only once complete (rename
+// is atomic: NAME is always one complete file) and removed otherwise.
 #pragma once
 
 #include <asio_rdma/error.hpp>
@@ -44,27 +46,32 @@ public:
   partial_file() noexcept = default;
   partial_file(partial_file&& other) noexcept
       : directory_(std::move(other.directory_)), file_(std::move(other.file_)),
-        name_(std::exchange(other.name_, {})) {}
+        name_(std::exchange(other.name_, {})), temporary_(std::exchange(other.temporary_, {})) {}
   partial_file& operator=(partial_file&& other) noexcept;
   /// Removes the unfinished file.
   ~partial_file() { discard(); }
 
-  /// Creates (truncating) DIR/COMPONENTS.part below `root`, mode 0600 until
-  /// commit.
+  /// Creates a new, unique temporary DIR/NAME.XXXXXX.part below `root`
+  /// (COMPONENTS = DIR..., NAME; NAME is shortened in the temporary's name
+  /// where the whole would exceed NAME_MAX), mode 0600 until commit.
   static partial_file create(int root, std::span<const std::string> components, error_code& ec);
 
   bool is_open() const noexcept { return static_cast<bool>(file_); }
   /// Writes all of `data` at `offset`.
   void write_at(std::span<const std::byte> data, std::uint64_t offset, error_code& ec) noexcept;
-  /// Applies `mode`, closes and renames NAME.part to NAME (replacing it).
+  /// The temporary's name in its directory (empty when none).
+  const std::string& temporary_name() const noexcept { return temporary_; }
+  /// Applies `mode`, closes and renames the temporary to NAME (atomically
+  /// replacing it).
   void commit(std::uint32_t mode, error_code& ec) noexcept;
-  /// Closes and removes NAME.part (nothing if already committed).
+  /// Closes and removes the temporary (nothing if already committed).
   void discard() noexcept;
 
 private:
   unique_fd directory_;
   unique_fd file_;
   std::string name_;
+  std::string temporary_;
 };
 
 } // namespace asio_rdma::detail

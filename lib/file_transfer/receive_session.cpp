@@ -31,6 +31,7 @@ receive_session::credit_ring::credit_ring(const asio::any_io_executor& ex)
 receive_session::receive_session(file_receiver_impl& impl, connection& conn, receive_result& result)
     : impl_(impl), conn_(conn), result_(result),
       deadline_(conn.get_executor(), conn, impl.options.transfer.timeout),
+      buffer_size_(impl.options.transfer.buffer_size),
       credits_(std::make_shared<credit_ring>(conn.get_executor())) {
   // Sized for the most slots this receiver offers, once: buffers of credits in
   // flight must not move.
@@ -74,7 +75,7 @@ awaitable<error_code> receive_session::on_hello(const proto::hello& m) {
     co_return co_await refuse(0, proto::status_code::protocol_error, errc::protocol_error);
   const auto& mine = impl_.options.transfer;
   std::uint32_t chunk =
-      static_cast<std::uint32_t>(std::min<std::size_t>(m.chunk_size, mine.buffer_size));
+      static_cast<std::uint32_t>(std::min<std::size_t>(m.chunk_size, buffer_size_));
   std::uint16_t slots = std::min(m.depth, mine.depth);
   std::size_t bytes = std::size_t(chunk) * slots;
   if (!slots_.is_registered() || slots_.size() != bytes) {

@@ -47,6 +47,9 @@ private:
   connection& conn_;
   receive_result& result_;
   deadline deadline_;
+  /// The receiver's buffer size when this connection was accepted:
+  /// set_buffer_size() applies to later connections only.
+  std::size_t buffer_size_;
   std::shared_ptr<credit_ring> credits_;
   memory_region slots_;
   file_protocol::hello_ack ack_;

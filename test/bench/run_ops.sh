@@ -59,4 +59,15 @@ for args in "--sizes 64,4096 --connections 2" "--bidirectional --size 1024"; do
     fails=$((fails + 1))
   fi
 done
+# The library's completion modes other than event (docs/rdma_bench.md).
+for mode in busy adaptive; do
+  if out=$(timeout 120 "$B" client "$A" --port 7480 --completion $mode --size 64 --depth 8 \
+    --duration 0.3 --warmup 0.1 2>&1) && grep -q "completion $mode" <<<"$out"; then
+    echo "ok: --completion $mode"
+  else
+    echo "FAIL: --completion $mode:"
+    echo "$out"
+    fails=$((fails + 1))
+  fi
+done
 exit $fails

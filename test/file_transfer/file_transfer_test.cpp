@@ -11,6 +11,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -73,6 +74,15 @@ std::vector<std::string> listing(const fs::path& dir) {
     names.push_back(e.path().lexically_relative(dir).generic_string() +
                     (fs::is_directory(e.symlink_status()) ? "/" : ""));
   std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// Names of the unfinished files (*.part) anywhere below `dir`.
+std::vector<std::string> part_files(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().extension() == ".part")
+      names.push_back(e.path().lexically_relative(dir).generic_string());
   return names;
 }
 
@@ -290,7 +300,7 @@ BOOST_AUTO_TEST_CASE(names_escaping_the_directory_are_refused) {
   BOOST_TEST(listing(outside.path) == expected, boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(the_sender_sees_the_refusal_as_a_protocol_error) {
+BOOST_AUTO_TEST_CASE(a_name_taken_by_a_directory_fails_the_sender_with_remote_failure) {
   asio::io_context io;
   temp_dir src, dst;
   write_file(src.path / "f", 10, 1);
@@ -309,7 +319,7 @@ BOOST_AUTO_TEST_CASE(the_sender_sees_the_refusal_as_a_protocol_error) {
   });
   BOOST_TEST(p.ec.failed());
   BOOST_TEST(fs::is_directory(dst.path / "f"));
-  BOOST_TEST(!fs::exists(dst.path / "f.part"));
+  BOOST_TEST(part_files(dst.path).empty());
 }
 
 BOOST_AUTO_TEST_CASE(garbage_from_the_peer_is_a_protocol_error) {
@@ -347,13 +357,17 @@ BOOST_AUTO_TEST_CASE(a_sender_vanishing_mid_file_leaves_no_file) {
                                        use_awaitable);
     m = co_await receive_message(conn); // the credit: the chunk is on disk
     BOOST_REQUIRE(std::holds_alternative<proto::credit>(m));
-    BOOST_TEST(fs::exists(dst.path / "partial.bin.part"));
+    // The chunk went to this transfer's own temporary, partial.bin.XXXXXX.part.
+    auto parts = part_files(dst.path);
+    BOOST_REQUIRE(parts.size() == 1u);
+    BOOST_TEST(parts[0].starts_with("partial.bin."));
+    BOOST_TEST(parts[0].size() == std::string("partial.bin.XXXXXX.part").size());
     conn.close();
     co_await wait_until(p.done);
   });
   BOOST_TEST(p.ec.failed());
   BOOST_TEST(p.result.files.empty());
-  BOOST_TEST(fs::is_empty(dst.path)); // neither partial.bin nor partial.bin.part
+  BOOST_TEST(fs::is_empty(dst.path)); // neither partial.bin nor its temporary
 }
 
 BOOST_AUTO_TEST_CASE(a_silent_peer_times_out) {
@@ -457,4 +471,398 @@ BOOST_AUTO_TEST_CASE(cancelling_a_send_aborts_it_and_leaves_no_file) {
   });
   BOOST_TEST(p.ec.failed());
   BOOST_TEST(fs::is_empty(dst.path));
+}
+
+BOOST_AUTO_TEST_CASE(two_senders_of_one_name_at_once_leave_exactly_one_complete_file) {
+  asio::io_context io;
+  temp_dir src, dst;
+  const std::size_t size = 1024 * 1024 + 17; // 65 chunks of 16 KiB: the transfers overlap
+  write_file(src.path / "a" / "same.bin", size, 11);
+  write_file(src.path / "b" / "same.bin", size, 12);
+  const auto content_a = read_file(src.path / "a" / "same.bin");
+  const auto content_b = read_file(src.path / "b" / "same.bin");
+  BOOST_REQUIRE(content_a != content_b);
+  auto receiver = make_receiver(io, dst.path, 16 * 1024);
+  std::vector<ar::error_code> sessions;
+  bool run_done = false;
+  receiver.async_run([&](ar::error_code ec, const ar::receive_result&) { sessions.push_back(ec); },
+                     [&](ar::error_code) { run_done = true; });
+  int stored_a = 0, stored_b = 0;
+  for (int round = 0; round < 6; ++round) {
+    run(io, [&]() -> awaitable<void> {
+      auto first = co_await connect_to(receiver);
+      auto second = co_await connect_to(receiver);
+      auto options = sender_options(16 * 1024);
+      ar::error_code ec_a, ec_b;
+      bool done_a = false, done_b = false;
+      // Both started in the same turn: both files are open on the receiver at once.
+      ar::async_send_file(first, src.path / "a" / "same.bin", options,
+                          [&](ar::error_code ec, ar::transfer_result) {
+                            ec_a = ec;
+                            done_a = true;
+                          });
+      ar::async_send_file(second, src.path / "b" / "same.bin", options,
+                          [&](ar::error_code ec, ar::transfer_result) {
+                            ec_b = ec;
+                            done_b = true;
+                          });
+      co_await wait_until(done_a);
+      co_await wait_until(done_b);
+      BOOST_TEST(!ec_a, "round " << round << ": " << ec_a.message());
+      BOOST_TEST(!ec_b, "round " << round << ": " << ec_b.message());
+      co_await first.async_disconnect(asio::as_tuple(use_awaitable));
+      co_await second.async_disconnect(asio::as_tuple(use_awaitable));
+      auto ex = co_await asio::this_coro::executor;
+      asio::steady_timer t(ex);
+      for (int i = 0; i < 3000 && sessions.size() < std::size_t(2 * (round + 1)); ++i) {
+        t.expires_after(std::chrono::milliseconds(5));
+        co_await t.async_wait(use_awaitable);
+      }
+      BOOST_TEST(sessions.size() == std::size_t(2 * (round + 1)));
+    });
+    auto stored = read_file(dst.path / "same.bin");
+    BOOST_TEST((stored == content_a || stored == content_b),
+               "round " << round << ": the stored file is neither sender's");
+    stored_a += stored == content_a;
+    stored_b += stored == content_b;
+    auto expected = std::vector<std::string>{"same.bin"};
+    BOOST_TEST(listing(dst.path) == expected, boost::test_tools::per_element()); // no .part left
+  }
+  BOOST_TEST_MESSAGE("stored a " << stored_a << " times, b " << stored_b << " times");
+  receiver.stop();
+  run(io, [&]() -> awaitable<void> { co_await wait_until(run_done); });
+  BOOST_TEST(sessions.size() == 12u);
+  for (auto& ec : sessions)
+    BOOST_TEST(!ec, ec.message());
+}
+
+BOOST_AUTO_TEST_CASE(on_file_is_called_once_per_stored_entry_with_its_name_and_size) {
+  asio::io_context io;
+  temp_dir src, dst;
+  fs::path root = src.path / "t";
+  write_file(root / "x.bin", 70000, 1);
+  write_file(root / "d" / "y.bin", 3, 2);
+  write_file(root / "d" / "z", 0, 3);
+  write_file(src.path / "single", 123457, 4);
+  ar::file_receiver_options options;
+  options.transfer.buffer_size = 64 * 1024;
+  options.transfer.timeout = std::chrono::seconds(10);
+  std::vector<ar::received_file> seen;
+  options.on_file = [&](const ar::received_file& f) { seen.push_back(f); };
+  ar::file_receiver receiver(io.get_executor(), device_address(), 0, dst.path, options);
+  pending_receive p;
+  start_receive(receiver, p);
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(receiver);
+    auto o = sender_options();
+    co_await ar::async_send_tree(conn, root, o, use_awaitable);
+    co_await ar::async_send_file(conn, src.path / "single", o, use_awaitable);
+    co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+    co_await wait_until(p.done);
+  });
+  BOOST_TEST(!p.ec, p.ec.message());
+  struct entry {
+    std::string name;
+    std::uint64_t size;
+    bool directory;
+  };
+  std::vector<entry> expected{{"single", 123457, false}, {"t", 0, true},
+                              {"t/d", 0, true},          {"t/d/y.bin", 3, false},
+                              {"t/d/z", 0, false},       {"t/x.bin", 70000, false}};
+  BOOST_REQUIRE(seen.size() == expected.size()); // once each
+  BOOST_TEST(seen.back().name == "single");      // in the order stored
+  auto sorted = seen;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    BOOST_TEST(sorted[i].name == expected[i].name);
+    BOOST_TEST(sorted[i].size == expected[i].size, sorted[i].name);
+    BOOST_TEST(sorted[i].directory == expected[i].directory, sorted[i].name);
+    BOOST_TEST(sorted[i].path == dst.path / expected[i].name);
+  }
+  // The same entries, in the same order, as the session's result.
+  BOOST_REQUIRE(p.result.files.size() == seen.size());
+  for (std::size_t i = 0; i < seen.size(); ++i)
+    BOOST_TEST(p.result.files[i].name == seen[i].name);
+}
+
+BOOST_AUTO_TEST_CASE(set_buffer_size_applies_to_later_connections_only) {
+  asio::io_context io;
+  temp_dir src, dst;
+  write_file(src.path / "f", 300 * 1024 + 1, 4);
+  auto receiver = make_receiver(io, dst.path, 64 * 1024);
+  auto big_offer = sender_options(1024 * 1024);
+  pending_receive p;
+  start_receive(receiver, p);
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(receiver);
+    auto r = co_await ar::async_send_file(conn, src.path / "f", big_offer, use_awaitable);
+    BOOST_TEST(r.chunk_size == 64u * 1024);
+    receiver.set_buffer_size(16 * 1024);
+    // This connection was accepted with 64 KiB: it keeps it.
+    r = co_await ar::async_send_file(conn, src.path / "f", big_offer, use_awaitable);
+    BOOST_TEST(r.chunk_size == 64u * 1024);
+    co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+    co_await wait_until(p.done);
+  });
+  BOOST_TEST(!p.ec, p.ec.message());
+  pending_receive q;
+  start_receive(receiver, q);
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(receiver);
+    auto r = co_await ar::async_send_file(conn, src.path / "f", big_offer, use_awaitable);
+    BOOST_TEST(r.chunk_size == 16u * 1024); // a new connection gets the new size
+    co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+    co_await wait_until(q.done);
+  });
+  BOOST_TEST(!q.ec, q.ec.message());
+  BOOST_TEST(q.result.chunk_size == 16u * 1024);
+  BOOST_TEST(same_file(src.path / "f", dst.path / "f"));
+  ar::error_code ec;
+  receiver.set_buffer_size(100, ec); // below the minimum: refused, nothing changes
+  BOOST_TEST(ec == ar::errc::invalid_option);
+}
+
+namespace {
+
+/// Handshake with an explicit offer.
+awaitable<proto::hello_ack> handshake_with(ar::connection& conn, std::uint32_t chunk,
+                                           std::uint16_t depth) {
+  proto::hello hello{chunk, depth};
+  co_await send_message(conn, hello);
+  auto m = co_await receive_message(conn);
+  BOOST_REQUIRE(std::holds_alternative<proto::hello_ack>(m));
+  co_return std::get<proto::hello_ack>(m);
+}
+
+enum class file_end_fault { none, wrong_crc, wrong_size };
+
+/// Sends one file of `size` bytes by hand, in chunks of the negotiated size,
+/// all of them before waiting for any credit, then a file_end with `fault`;
+/// returns the receiver's status code.
+awaitable<proto::status_code> send_by_hand(ar::connection& conn, const proto::hello_ack& ack,
+                                           std::size_t size, file_end_fault fault) {
+  proto::file_begin b{0, proto::entry_kind::file, 0644, size, "checked.bin"};
+  co_await send_message(conn, b);
+  auto m = co_await receive_message(conn);
+  BOOST_REQUIRE(std::holds_alternative<proto::status>(m));
+  BOOST_REQUIRE((std::get<proto::status>(m).code == proto::status_code::ok));
+  ar::memory_region local(conn, size, ar::access::local_write);
+  for (std::size_t i = 0; i < size; ++i)
+    local.data()[i] = ar::test::pattern(9, i);
+  std::size_t chunks = (size + ack.chunk_size - 1) / ack.chunk_size;
+  BOOST_REQUIRE(chunks <= ack.slots); // every chunk in its own slot, all in flight at once
+  for (std::size_t seq = 0; seq < chunks; ++seq) {
+    std::size_t offset = seq * ack.chunk_size;
+    std::size_t length = std::min<std::size_t>(ack.chunk_size, size - offset);
+    co_await conn.async_write_with_imm(local.slice(offset, length),
+                                       ack.buffer.slice(seq * ack.chunk_size, length),
+                                       static_cast<std::uint32_t>(seq), use_awaitable);
+  }
+  for (std::size_t seq = 0; seq < chunks; ++seq) {
+    m = co_await receive_message(conn);
+    BOOST_REQUIRE(std::holds_alternative<proto::credit>(m));
+    BOOST_TEST(std::get<proto::credit>(m).sequence == seq);
+  }
+  std::uint32_t crc = proto::crc32c(0, local.data());
+  proto::file_end e{0, fault == file_end_fault::wrong_crc ? crc ^ 1u : crc,
+                    fault == file_end_fault::wrong_size ? size + 1 : size};
+  co_await send_message(conn, e);
+  m = co_await receive_message(conn);
+  BOOST_REQUIRE(std::holds_alternative<proto::status>(m));
+  co_return std::get<proto::status>(m).code;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_wrong_checksum_or_size_in_file_end_is_refused) {
+  asio::io_context io;
+  temp_dir dst;
+  auto receiver = make_receiver(io, dst.path);
+  const std::size_t size = 3 * 64 * 1024 - 100; // three chunks
+  for (auto fault : {file_end_fault::wrong_crc, file_end_fault::wrong_size}) {
+    pending_receive p;
+    start_receive(receiver, p);
+    run(io, [&]() -> awaitable<void> {
+      auto conn = co_await connect_to(receiver);
+      auto ack = co_await handshake(conn);
+      auto code = co_await send_by_hand(conn, ack, size, fault);
+      BOOST_TEST(
+          (code == (fault == file_end_fault::wrong_crc ? proto::status_code::checksum_mismatch
+                                                       : proto::status_code::size_mismatch)),
+          int(code));
+      co_await wait_until(p.done);
+    });
+    BOOST_TEST((p.ec == ar::errc::protocol_error), p.ec.message());
+    BOOST_TEST(p.result.files.empty());
+    BOOST_TEST(fs::is_empty(dst.path)); // neither the file nor its temporary
+  }
+  // The same exchange with the right checksum and size stores the file.
+  pending_receive p;
+  start_receive(receiver, p);
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(receiver);
+    auto ack = co_await handshake(conn);
+    auto code = co_await send_by_hand(conn, ack, size, file_end_fault::none);
+    BOOST_TEST((code == proto::status_code::ok), int(code));
+    co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+    co_await wait_until(p.done);
+  });
+  BOOST_TEST(!p.ec, p.ec.message());
+  BOOST_TEST(fs::file_size(dst.path / "checked.bin") == size);
+}
+
+BOOST_AUTO_TEST_CASE(depth_is_negotiated_to_the_smaller_side_and_all_slots_are_usable_at_once) {
+  asio::io_context io;
+  temp_dir dst;
+  ar::file_receiver_options options;
+  options.transfer.buffer_size = 4096;
+  options.transfer.depth = 3;
+  options.transfer.timeout = std::chrono::seconds(10);
+  ar::file_receiver receiver(io.get_executor(), device_address(), 0, dst.path, options);
+  for (std::uint16_t offered : {8, 2}) {
+    pending_receive p;
+    start_receive(receiver, p);
+    run(io, [&]() -> awaitable<void> {
+      auto conn = co_await connect_to(receiver);
+      auto ack = co_await handshake_with(conn, 64 * 1024, offered);
+      const std::uint16_t slots = std::min<std::uint16_t>(offered, 3);
+      BOOST_TEST(ack.slots == slots);
+      BOOST_TEST(ack.chunk_size == 4096u);
+      BOOST_TEST(ack.buffer.length >= std::uint64_t(slots) * 4096);
+      // As many chunks as slots, written before any credit came back.
+      auto code =
+          co_await send_by_hand(conn, ack, std::size_t(slots) * 4096 - 1, file_end_fault::none);
+      BOOST_TEST((code == proto::status_code::ok), int(code));
+      co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+      co_await wait_until(p.done);
+    });
+    BOOST_TEST(!p.ec, p.ec.message());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_for_credits) {
+  asio::io_context io;
+  temp_dir src;
+  constexpr std::uint32_t chunk = 4096;
+  constexpr std::uint16_t slots = 3;
+  constexpr std::size_t chunks = 10;
+  const std::size_t size = chunk * chunks - 5;
+  write_file(src.path / "f", size, 7);
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0);
+    // The real sender, offering depth 8.
+    bool sent = false;
+    ar::error_code send_ec;
+    ar::transfer_result sent_result;
+    ar::connection client;
+    const auto port = acceptor.local_endpoint().port();
+    asio::co_spawn(
+        ex,
+        [&]() -> awaitable<void> {
+          ar::connection_options o;
+          o.timeout = std::chrono::seconds(10);
+          client = co_await ar::async_connect(ex, device_address(), port, o, use_awaitable);
+          auto options = sender_options(64 * 1024);
+          options.depth = 8;
+          auto [ec, r] = co_await ar::async_send_file(client, src.path / "f", options,
+                                                      asio::as_tuple(use_awaitable));
+          send_ec = ec;
+          sent_result = r;
+          sent = true;
+        },
+        ar::test::report_failure);
+    // A receiver by hand that grants 3 slots and holds its credits back.
+    auto server = co_await acceptor.async_accept(use_awaitable);
+    ar::memory_region region(server, std::size_t(chunk) * slots,
+                             ar::access::local_write | ar::access::remote_write);
+    auto m = co_await receive_message(server);
+    BOOST_REQUIRE(std::holds_alternative<proto::hello>(m));
+    BOOST_TEST(std::get<proto::hello>(m).depth == 8u);
+    BOOST_TEST(std::get<proto::hello>(m).chunk_size == 64u * 1024);
+    proto::hello_ack ack{chunk, slots, region.remote()};
+    co_await send_message(server, ack);
+    m = co_await receive_message(server);
+    BOOST_REQUIRE(std::holds_alternative<proto::file_begin>(m));
+    BOOST_TEST(std::get<proto::file_begin>(m).size == size);
+    const proto::status ok{0, proto::status_code::ok};
+    co_await send_message(server, ok);
+
+    std::array<std::byte, 64> in{};
+    auto next_write = [&](std::chrono::milliseconds limit)
+        -> awaitable<std::tuple<ar::error_code, ar::received_message>> {
+      asio::cancellation_signal cancel;
+      asio::steady_timer t(ex, limit);
+      t.async_wait([&cancel](ar::error_code e) {
+        if (!e)
+          cancel.emit(asio::cancellation_type::terminal);
+      });
+      auto r = co_await server.async_receive_message(
+          asio::buffer(in),
+          asio::bind_cancellation_slot(cancel.slot(), asio::as_tuple(use_awaitable)));
+      t.cancel();
+      co_return r;
+    };
+    std::uint32_t crc = 0;
+    auto take = [&](std::uint32_t seq) -> awaitable<void> {
+      auto [ec, w] = co_await next_write(std::chrono::seconds(10));
+      BOOST_REQUIRE_MESSAGE(!ec, "chunk " << seq << ": " << ec.message());
+      BOOST_REQUIRE(w.rdma_write);
+      BOOST_REQUIRE(w.immediate.has_value());
+      BOOST_TEST(*w.immediate == seq);
+      auto length = std::min<std::size_t>(chunk, size - std::size_t(seq) * chunk);
+      BOOST_TEST(w.size == length);
+      crc = proto::crc32c(crc, region.data().subspan((seq % slots) * chunk, length));
+    };
+    // Without a credit the sender writes the first `slots` chunks, all at once...
+    for (std::uint32_t seq = 0; seq < slots; ++seq)
+      co_await take(seq);
+    // ...and not one more.
+    auto [quiet_ec, extra] = co_await next_write(std::chrono::milliseconds(500));
+    BOOST_TEST((quiet_ec == asio::error::operation_aborted), "a chunk beyond the depth arrived");
+    // Each credit frees one slot for exactly one more chunk.
+    for (std::uint32_t seq = slots; seq < chunks; ++seq) {
+      proto::credit credit{seq - slots};
+      co_await send_message(server, credit);
+      co_await take(seq);
+    }
+    for (std::uint32_t seq = chunks - slots; seq < chunks; ++seq) {
+      proto::credit credit{seq};
+      co_await send_message(server, credit);
+    }
+    m = co_await receive_message(server);
+    BOOST_REQUIRE(std::holds_alternative<proto::file_end>(m));
+    BOOST_TEST(std::get<proto::file_end>(m).size == size);
+    BOOST_TEST(std::get<proto::file_end>(m).crc32c == crc);
+    co_await send_message(server, ok);
+    co_await wait_until(sent);
+    BOOST_TEST(!send_ec, send_ec.message());
+    BOOST_TEST(sent_result.chunk_size == chunk);
+    BOOST_TEST(sent_result.bytes == size);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_plain_file_as_a_tree_or_as_the_receiving_directory_is_not_a_directory) {
+  asio::io_context io;
+  temp_dir src, dst;
+  write_file(src.path / "plain", 10, 1);
+  auto receiver = make_receiver(io, dst.path);
+  pending_receive p;
+  start_receive(receiver, p);
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(receiver);
+    auto options = sender_options();
+    auto [ec, r] = co_await ar::async_send_tree(conn, src.path / "plain", options,
+                                                asio::as_tuple(use_awaitable));
+    BOOST_TEST((ec == boost::system::errc::not_a_directory), ec.message());
+    BOOST_TEST(conn.is_open()); // nothing was sent
+    co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+    co_await wait_until(p.done);
+  });
+  BOOST_TEST(!p.ec);
+  BOOST_CHECK_EXCEPTION(make_receiver(io, src.path / "plain"), boost::system::system_error,
+                        [](const boost::system::system_error& e) {
+                          return e.code() == boost::system::errc::not_a_directory;
+                        });
 }

@@ -388,3 +388,103 @@ BOOST_AUTO_TEST_CASE(verbs_backend_on_veth_fails_clearly) {
   BOOST_TEST((ec == errc::no_device || ec == errc::raw_packet_unsupported), ec.message());
   BOOST_TEST(!socket.is_open());
 }
+
+BOOST_AUTO_TEST_CASE(long_frames_are_truncated_to_max_packet_size_with_their_wire_length) {
+  socket_pair s;
+  raw_socket_options small;
+  small.max_packet_size = 128;
+  {
+    scoped_netns in(s.net.ns_a);
+    s.a = raw_socket::open(s.io.get_executor(), s.net.if_a, small);
+  }
+  auto flow = s.a.add_flow(udp_port(5000));
+  auto long_spec = udp_to_a(s, 5000, 1);
+  long_spec.payload = 1000;
+  const auto long_frame = build_frame(long_spec);
+  const auto short_frame = build_frame(udp_to_a(s, 5000, 2));
+  BOOST_REQUIRE(long_frame.size() == 1042u);
+  BOOST_REQUIRE(short_frame.size() <= 128u);
+  run_coroutine(s.io, [&]() -> asio::awaitable<void> {
+    co_await send_frames(s.b, frame_list(long_spec, udp_to_a(s, 5000, 2)));
+    std::vector<std::pair<std::vector<std::uint8_t>, std::size_t>> got; // data, wire_length
+    while (got.size() < 2) {
+      auto batch = co_await s.a.async_receive(8, 2s, asio::use_awaitable);
+      for (const auto& packet : batch) {
+        auto* bytes = reinterpret_cast<const std::uint8_t*>(packet.data.data());
+        got.emplace_back(std::vector<std::uint8_t>(bytes, bytes + packet.data.size()),
+                         packet.wire_length);
+      }
+    }
+    BOOST_REQUIRE(got.size() == 2u);
+    // The long frame: its first 128 bytes, and its length on the wire.
+    BOOST_TEST(got[0].first.size() == 128u);
+    BOOST_TEST(got[0].second == long_frame.size());
+    BOOST_TEST(
+        (got[0].first == std::vector<std::uint8_t>(long_frame.begin(), long_frame.begin() + 128)));
+    // The short one whole.
+    BOOST_TEST(got[1].first.size() == short_frame.size());
+    BOOST_TEST(got[1].second == short_frame.size());
+    BOOST_TEST((got[1].first == short_frame));
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(released_receive_buffers_receive_again) {
+  raw_socket_options options;
+  options.receive_buffers = 16; // room for 16 frames of 2048 bytes
+  socket_pair s(options);
+  auto flow = s.a.add_flow(udp_port(5000));
+  constexpr std::uint32_t rounds = 10, per_round = 12;
+  run_coroutine(
+      s.io,
+      [&]() -> asio::awaitable<void> {
+        // Ten times the ring's capacity in large frames, a round at a time: every
+        // round fits only because the previous round's buffers came back.
+        for (std::uint32_t round = 0; round < rounds; ++round) {
+          std::vector<std::vector<std::uint8_t>> frames;
+          for (std::uint32_t i = 0; i < per_round; ++i) {
+            auto spec = udp_to_a(s, 5000, round * per_round + i);
+            spec.payload = 1400; // within the veth MTU; two frames per 4 KiB ring block
+            frames.push_back(build_frame(spec));
+          }
+          co_await send_frames(s.b, frames);
+          const auto received = co_await receive_until_quiet(s.a);
+          BOOST_REQUIRE_MESSAGE(received.size() == per_round,
+                                "round " << round << ": " << received.size() << " frames");
+          for (std::uint32_t i = 0; i < per_round; ++i)
+            BOOST_TEST(sequence_of(received[i].data) == round * per_round + i);
+        }
+      }(),
+      60s);
+  BOOST_TEST(s.a.statistics().received == rounds * per_round);
+  BOOST_TEST(s.a.statistics().receive_dropped == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(lent_batches_stay_valid_after_close_and_after_the_socket_is_gone) {
+  socket_pair s;
+  auto flow = s.a.add_flow(udp_port(5000));
+  receive_batch received;
+  send_batch acquired;
+  const auto frame = build_frame(udp_to_a(s, 5000, 77));
+  run_coroutine(s.io, [&]() -> asio::awaitable<void> {
+    co_await send_frames(s.b, frame_list(udp_to_a(s, 5000, 77)));
+    received = co_await s.a.async_receive(8, 2s, asio::use_awaitable);
+    acquired = co_await s.a.async_acquire(2, asio::use_awaitable);
+  }());
+  BOOST_REQUIRE(received.size() == 1u);
+  BOOST_REQUIRE(!acquired.empty());
+  auto same_frame = [&] {
+    const auto& data = received[0].data;
+    return data.size() == frame.size() && std::memcmp(data.data(), frame.data(), frame.size()) == 0;
+  };
+  s.a.close();
+  BOOST_TEST(!s.a.is_open());
+  BOOST_TEST(same_frame()); // the received frame is still there after close()...
+  std::memset(acquired[0].buffer.data(), 0xab, acquired[0].buffer.size()); // still writable
+  s.a = raw_socket();
+  BOOST_TEST(same_frame()); // ...and after the socket is gone
+  BOOST_TEST((acquired[0].buffer[0] == std::byte{0xab}));
+  received.release();
+  acquired.release();
+  BOOST_TEST(received.empty());
+  BOOST_TEST(acquired.empty());
+}

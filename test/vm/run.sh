@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run one command against a real RDMA device: the machine's own if it has
 # one, else SoftRoCE (rdma_rxe) inside a throw-away qemu TCG guest.
-# See test/vm/README.md and shared/docs/softroce-vm.md for the why.
+# See test/vm/README.md and docs/softroce_vm.md for the why.
 #
 # The guest shares the host's / read-only (virtio-9p), so the host's build
 # tree, libraries and tools run unchanged inside it; the current directory
@@ -31,6 +31,18 @@ options:
   --env NAME[=VAL] pass host variable NAME (or set it to VAL) in the guest;
                    repeatable. CTEST_OUTPUT_ON_FAILURE always passes.
   --print-mode     print "vm KERNEL" or "local DEVICE ADDR" and exit
+
+one guest of a pair (test/vm/two_hosts drives these; see test/vm/README.md):
+  --wire listen=127.0.0.1:PORT | connect=127.0.0.1:PORT
+                   a virtio NIC on a qemu socket netdev (id n0): SoftRoCE
+                   runs on eth0 instead of a veth pair
+  --addr IP        the guest's address on eth0 (default 192.0.2.1)
+  --peer-addr IP   exported as ASIO_RDMA_PEER_ADDR
+  --mac MAC        the NIC's MAC address
+  --monitor PATH   the qemu monitor on a unix socket (set_link n0 off|on)
+  --control PATH   a virtio serial port named "ctl" on a unix socket, so a
+                   command in the guest can ask the host to act mid-run
+  --qemu-pid PATH  write qemu's pid here (to kill the guest as a host dies)
   -v, --verbose    stream the guest console to stderr, print timings
   -h, --help       this text
 
@@ -59,6 +71,7 @@ smp=2
 mem=3072
 verbose=0
 print_mode=0
+wire='' addr=192.0.2.1 peer_addr='' mac='' monitor='' control='' qemu_pidfile=''
 rw_dirs=()
 env_names=()
 
@@ -77,6 +90,16 @@ while [[ $# -gt 0 ]]; do
     --rw) need_arg "$@"; rw_dirs+=("$2"); shift 2 ;;
     --env) need_arg "$@"; env_names+=("$2"); shift 2 ;;
     --print-mode) print_mode=1; shift ;;
+    --wire) need_arg "$@"
+      [[ $2 =~ ^(listen|connect)=127\.0\.0\.1:[0-9]+$ ]] ||
+        die "--wire: listen=127.0.0.1:PORT or connect=127.0.0.1:PORT, not $2"
+      wire=$2; shift 2 ;;
+    --addr) need_arg "$@"; addr=$2; shift 2 ;;
+    --peer-addr) need_arg "$@"; peer_addr=$2; shift 2 ;;
+    --mac) need_arg "$@"; mac=$2; shift 2 ;;
+    --monitor) need_arg "$@"; monitor=$2; shift 2 ;;
+    --control) need_arg "$@"; control=$2; shift 2 ;;
+    --qemu-pid) need_arg "$@"; qemu_pidfile=$2; shift 2 ;;
     -v|--verbose) verbose=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
@@ -163,7 +186,7 @@ fi
 # their dependencies in load order. crc32_generic comes first: rxe needs
 # its crc32 transform or "rdma link add" fails with ENOENT.
 GUEST_MODULES=(crc32_generic virtio_pci virtio_console 9pnet_virtio 9p veth
-  rdma_rxe ib_uverbs rdma_ucm)
+  virtio_net rdma_rxe ib_uverbs rdma_ucm)
 
 # PID 1 of the guest. Deliberately minimal and generic (it is cached in
 # the initramfs): load the modules, mount the per-run control share and
@@ -307,6 +330,8 @@ sq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 # config: what guest.sh needs to know, as sh assignments.
 {
   echo "VERBOSE=$verbose"
+  echo "NET_MODE=$([[ -n $wire ]] && echo eth || echo veth)"
+  echo "ADDR=$(sq "$addr")"
   echo "RW_COUNT=${#rw_list[@]}"
   for i in "${!rw_list[@]}"; do
     echo "RW_PATH_$i=$(sq "${rw_list[$i]}")"
@@ -321,7 +346,8 @@ guest_path=$PATH
   # RDMA registers (pins) memory; the default 8 MiB is far too little.
   echo 'ulimit -l unlimited || echo "run.sh(guest): cannot raise memlock" >&2'
   printf 'export PATH=%q HOME=/tmp\n' "$guest_path"
-  echo 'export ASIO_RDMA_TEST_ADDR=192.0.2.1 ASIO_RDMA_DEVICE=rxe0'
+  printf 'export ASIO_RDMA_TEST_ADDR=%q ASIO_RDMA_DEVICE=rxe0\n' "$addr"
+  [[ -z $peer_addr ]] || printf 'export ASIO_RDMA_PEER_ADDR=%q\n' "$peer_addr"
   if [[ -n ${CTEST_OUTPUT_ON_FAILURE+x} ]]; then
     printf 'export CTEST_OUTPUT_ON_FAILURE=%q\n' "$CTEST_OUTPUT_ON_FAILURE"
   fi
@@ -403,24 +429,33 @@ done
 
 # SoftRoCE, with the host's own iproute2 (busybox ip lacks veth/rdma).
 # MTU 9000 before "rdma link add": rxe then uses active_mtu 4096.
-# rxe cannot bind lo and ignores network namespaces: one veth pair, the
-# initial namespace, both peers on 192.0.2.1.
-env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot $R /bin/sh -ec '
+# One guest: rxe cannot bind lo and ignores network namespaces: one veth
+# pair, the initial namespace, both peers on one address. One of a pair:
+# rxe on eth0, the NIC on the wire to the other guest.
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin NET_MODE="$NET_MODE" ADDR="$ADDR" \
+  chroot $R /bin/sh -ec '
   ip link set lo up
-  ip link add veth0 type veth peer name veth1
-  ip link set veth0 mtu 9000
-  ip link set veth1 mtu 9000
-  ip addr add 192.0.2.1/24 dev veth0
-  ip link set veth0 up
-  ip link set veth1 up
-  rdma link add rxe0 type rxe netdev veth0
+  if [ "$NET_MODE" = eth ]; then
+    ip link set eth0 mtu 9000
+    ip addr add "$ADDR/24" dev eth0
+    ip link set eth0 up
+    rdma link add rxe0 type rxe netdev eth0
+  else
+    ip link add veth0 type veth peer name veth1
+    ip link set veth0 mtu 9000
+    ip link set veth1 mtu 9000
+    ip addr add "$ADDR/24" dev veth0
+    ip link set veth0 up
+    ip link set veth1 up
+    rdma link add rxe0 type rxe netdev veth0
+  fi
   # The port turns ACTIVE once veth has carrier; wait for it (max 10 s).
   i=0
   until rdma link show rxe0/1 | grep -q "state ACTIVE"; do
     i=$((i + 1)); [ $i -lt 100 ] || { rdma link show; exit 1; }
     sleep 0.1
   done
-' >"$err" 2>&1 || fail "SoftRoCE setup (veth0 + rxe0) failed"
+' >"$err" 2>&1 || fail "SoftRoCE setup ($NET_MODE + rxe0) failed"
 
 [ "$VERBOSE" = 1 ] &&
   echo "run.sh(guest): ready, uptime $(cut -d' ' -f1 /proc/uptime)s" >"$err"
@@ -460,6 +495,15 @@ qemu=(qemu-system-x86_64
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap
   -virtfs "local,path=$(qesc "$ctl"),mount_tag=asio_rdma_ctl,security_model=none,multidevs=remap"
 )
+if [[ -n $wire ]]; then
+  qemu+=(-netdev "socket,id=n0,$wire" -device "virtio-net-pci,netdev=n0${mac:+,mac=$mac}")
+fi
+[[ -z $monitor ]] || qemu+=(-monitor "unix:$(qesc "$monitor"),server=on,wait=off")
+if [[ -n $control ]]; then
+  qemu+=(-chardev "socket,id=cctl,path=$(qesc "$control"),server=on,wait=off"
+    -device virtserialport,bus=vser.0,chardev=cctl,name=ctl)
+fi
+[[ -z $qemu_pidfile ]] || qemu+=(-pidfile "$qemu_pidfile")
 for i in "${!rw_list[@]}"; do
   qemu+=(-virtfs "local,path=$(qesc "${rw_list[$i]}"),mount_tag=rw$i,security_model=none,multidevs=remap")
 done

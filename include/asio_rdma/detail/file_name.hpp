@@ -9,8 +9,9 @@
 
 namespace asio_rdma::detail {
 
-/// Longest single component of a received name (a POSIX NAME_MAX, less room
-/// for the ".part" suffix of unfinished files).
+/// Longest single component of a received name (a little under POSIX
+/// NAME_MAX; the temporary of an unfinished file, NAME.XXXXXX.part, shortens
+/// NAME where it must).
 inline constexpr std::size_t max_name_component = 250;
 
 /// Splits a name from the wire into its components, refusing everything that

@@ -1,0 +1,134 @@
+#!/bin/bash
+# rdma_cp end to end on the device under test (ASIO_RDMA_TEST_ADDR, set by
+# test/vm/run.sh): serve and send a file and a tree, their output, the copies
+# and the exit statuses; --once; a missing path; no server; a missing
+# directory to serve. Usage: rdma_cp.sh RDMA_CP
+set -u
+B=$1
+A=${ASIO_RDMA_TEST_ADDR:?ASIO_RDMA_TEST_ADDR is not set: run through test/vm/run.sh}
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fails=0
+fail() {
+  echo "FAIL: $*"
+  fails=$((fails + 1))
+}
+
+start_server() { # port dir [args...]: waits for its "port" line
+  local port=$1 into=$2
+  shift 2
+  "$B" serve --dir "$into" --bind "$A" --port "$port" "$@" >"$dir/server-$port.out" \
+    2>"$dir/server-$port.err" &
+  pids+=($!)
+  for _ in $(seq 300); do
+    grep -q "^rdma_cp: port $port" "$dir/server-$port.out" && return 0
+    kill -0 "${pids[-1]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "FAIL: server on port $port did not start:"
+  cat "$dir/server-$port.out" "$dir/server-$port.err"
+  exit 1
+}
+
+src=$dir/src
+dst=$dir/dst
+mkdir -p "$src/t/a/b" "$src/t/empty" "$dst"
+head -c 300000 /dev/urandom >"$src/one.bin"
+head -c 70000 /dev/urandom >"$src/t/a/b/deep.bin"
+head -c 5 /dev/urandom >"$src/t/top.txt"
+: >"$src/t/a/zero"
+
+start_server 7493 "$dst"
+server=${pids[-1]}
+if grep -q "^rdma_cp: serving $dst on $A" "$dir/server-7493.out"; then
+  echo "ok: server banner"
+else
+  fail "server banner: $(cat "$dir/server-7493.out")"
+fi
+
+# A file and a tree in one go: t, t/a, t/a/b, t/empty + 4 files = 8 entries.
+out=$(timeout 120 "$B" send "$A:7493" "$src/one.bin" "$src/t" --buffer-size 64k 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && grep -q "^rdma_cp: sent 8 entries, 370005 bytes in .* chunk 65536" <<<"$out"; then
+  echo "ok: send: $out"
+else
+  fail "send: status $rc: $out"
+fi
+if cmp -s "$src/one.bin" "$dst/one.bin" && diff -r "$src/t" "$dst/t" >/dev/null &&
+  [ -d "$dst/t/empty" ] && [ -z "$(find "$dst" -name '*.part')" ]; then
+  echo "ok: the copies are identical, no temporary left"
+else
+  fail "copies differ: $(diff -r "$src" "$dst" 2>&1 | head -5)"
+fi
+for _ in $(seq 100); do
+  grep -q "^rdma_cp: from " "$dir/server-7493.out" && break
+  sleep 0.1
+done
+if grep -q "^rdma_cp: received one.bin (300000 bytes)" "$dir/server-7493.out" &&
+  grep -q "^rdma_cp: received t/a/b/deep.bin (70000 bytes)" "$dir/server-7493.out" &&
+  grep -q "^rdma_cp: received t/empty/ (0 bytes)" "$dir/server-7493.out" &&
+  grep -q "^rdma_cp: from .*: 8 entries, 370005 bytes" "$dir/server-7493.out"; then
+  echo "ok: server reported every entry and the connection"
+else
+  fail "server output: $(cat "$dir/server-7493.out" "$dir/server-7493.err")"
+fi
+
+# A missing path: a clear error before connecting, status 1.
+out=$(timeout 60 "$B" send "$A:7493" "$src/nope" 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && grep -q "nope: No such file or directory" <<<"$out"; then
+  echo "ok: missing path: $out"
+else
+  fail "missing path: status $rc: $out"
+fi
+
+# No server on that port: status 1, refused.
+out=$(timeout 60 "$B" send "$A:7499" "$src/one.bin" 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && grep -qi "refused" <<<"$out"; then
+  echo "ok: no server: $out"
+else
+  fail "no server: status $rc: $out"
+fi
+
+# A directory to serve that does not exist: status 1.
+out=$(timeout 60 "$B" serve --dir "$dir/absent" --bind "$A" --port 7494 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && grep -q "absent" <<<"$out"; then
+  echo "ok: missing directory: $out"
+else
+  fail "missing directory: status $rc: $out"
+fi
+
+# --once: the server ends by itself after one connection, status 0.
+mkdir "$dir/once"
+start_server 7495 "$dir/once" --once
+once=${pids[-1]}
+out=$(timeout 120 "$B" send "$A:7495" "$src/one.bin" 2>&1) || fail "send to --once: $out"
+if timeout 30 tail --pid="$once" -f /dev/null; then
+  wait "$once"
+  rc=$?
+  if [ $rc -eq 0 ] && cmp -s "$src/one.bin" "$dir/once/one.bin"; then
+    echo "ok: --once served one connection and exited 0"
+  else
+    fail "--once: status $rc"
+  fi
+else
+  fail "--once: the server did not exit after its connection"
+fi
+
+# SIGTERM stops the server (status 0).
+kill -TERM "$server"
+wait "$server"
+rc=$?
+if [ $rc -eq 0 ]; then
+  echo "ok: server stopped by SIGTERM"
+else
+  fail "server exit status after SIGTERM: $rc"
+fi
+exit $fails

@@ -1,0 +1,236 @@
+// The send path's promises on a real device, observed through
+// connection::statistics(): inline sends below the threshold, the requests of
+// one io_context turn chained into one post, selective signalling (and errors
+// of unsignalled requests still reported), cancelling a queued send.
+#define BOOST_TEST_MODULE integration_send_path
+#include "rdma_test.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstring>
+#include <vector>
+
+namespace ar = asio_rdma;
+namespace asio = boost::asio;
+using ar::test::make_pair;
+using ar::test::pattern;
+using ar::test::run;
+using asio::awaitable;
+using asio::use_awaitable;
+
+namespace {
+
+ar::connection_statistics operator-(const ar::connection_statistics& a,
+                                    const ar::connection_statistics& b) {
+  return {a.posts - b.posts, a.work_requests - b.work_requests, a.inline_sends - b.inline_sends,
+          a.signaled - b.signaled};
+}
+
+/// Waits (polling the io_context) until `count` reaches `target`.
+awaitable<void> wait_for(const std::size_t& count, std::size_t target) {
+  auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer t(ex);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (count < target && std::chrono::steady_clock::now() < deadline) {
+    t.expires_after(std::chrono::milliseconds(2));
+    co_await t.async_wait(use_awaitable);
+  }
+  BOOST_REQUIRE_MESSAGE(count >= target, "only " << count << " of " << target << " completed");
+}
+
+/// Receives `n` messages on `conn`; returns their first bytes (the senders'
+/// message numbers).
+awaitable<std::vector<int>> receive_numbers(ar::connection& conn, std::size_t n) {
+  std::vector<int> numbers;
+  std::vector<std::byte> buf(conn.options().max_message_size);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto got = co_await conn.async_receive(asio::buffer(buf), use_awaitable);
+    BOOST_REQUIRE(got > 0);
+    numbers.push_back(static_cast<int>(buf[0]));
+  }
+  co_return numbers;
+}
+
+ar::connection_options with_inline(std::uint32_t bytes) {
+  ar::connection_options o;
+  o.max_inline_data = bytes;
+  return o;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(sends_up_to_max_inline_data_go_inline_and_larger_ones_do_not) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options server_options;
+    auto p = co_await make_pair(server_options, with_inline(64));
+    std::vector<std::byte> msg(65);
+    for (std::size_t i = 0; i < msg.size(); ++i)
+      msg[i] = pattern(1, i);
+    auto before = p.client.statistics();
+    for (int i = 0; i < 5; ++i)
+      co_await p.client.async_send(asio::buffer(msg.data(), 64), use_awaitable);
+    auto small = p.client.statistics() - before;
+    BOOST_TEST(small.work_requests == 5u);
+    BOOST_TEST(small.inline_sends == 5u); // at the threshold: inline
+
+    before = p.client.statistics();
+    for (int i = 0; i < 5; ++i)
+      co_await p.client.async_send(asio::buffer(msg), use_awaitable);
+    auto large = p.client.statistics() - before;
+    BOOST_TEST(large.work_requests == 5u);
+    BOOST_TEST(large.inline_sends == 0u); // one byte over: copied to registered memory
+
+    // Both kinds arrive intact.
+    std::vector<std::byte> in(p.server.options().max_message_size);
+    for (std::size_t expected : {64, 64, 64, 64, 64, 65, 65, 65, 65, 65}) {
+      auto n = co_await p.server.async_receive(asio::buffer(in), use_awaitable);
+      BOOST_TEST(n == expected);
+      BOOST_TEST(std::memcmp(in.data(), msg.data(), n) == 0);
+    }
+
+    // max_inline_data = 0 turns inline sends off.
+    auto q = co_await make_pair(server_options, with_inline(0));
+    co_await q.client.async_send(asio::buffer(msg.data(), 8), use_awaitable);
+    BOOST_TEST(q.client.statistics().work_requests == 1u);
+    BOOST_TEST(q.client.statistics().inline_sends == 0u);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(requests_initiated_in_one_turn_are_chained_into_one_post) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    std::vector<std::byte> msg(100);
+    // One at a time: every send finds the queue idle and is posted at once.
+    auto before = p.client.statistics();
+    for (int i = 0; i < 10; ++i)
+      co_await p.client.async_send(asio::buffer(msg), use_awaitable);
+    auto single = p.client.statistics() - before;
+    BOOST_TEST(single.posts == 10u);
+    BOOST_TEST(single.work_requests == 10u);
+
+    // Twenty initiated in one turn: the first rings the doorbell at once (the
+    // queue was idle), the other nineteen go together at the end of the turn.
+    // (Each its own buffer: a send reads its buffer when it is posted.)
+    std::vector<std::vector<std::byte>> messages(20, msg);
+    before = p.client.statistics();
+    std::size_t done = 0;
+    for (int i = 0; i < 20; ++i) {
+      messages[i][0] = static_cast<std::byte>(i);
+      p.client.async_send(asio::buffer(messages[i]), [&](ar::error_code ec, std::size_t) {
+        BOOST_TEST(!ec, ec.message());
+        ++done;
+      });
+    }
+    co_await wait_for(done, 20);
+    auto batched = p.client.statistics() - before;
+    BOOST_TEST(batched.posts == 2u);
+    BOOST_TEST(batched.work_requests == 20u);
+
+    auto numbers = co_await receive_numbers(p.server, 10 + 20);
+    std::vector<int> expected(10, 0);
+    for (int i = 0; i < 20; ++i)
+      expected.push_back(i);
+    BOOST_TEST(numbers == expected, boost::test_tools::per_element()); // in order, none lost
+  });
+}
+
+BOOST_AUTO_TEST_CASE(one_request_in_sixteen_and_the_last_of_each_post_are_signalled) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    std::vector<std::byte> msg(100);
+    auto before = p.client.statistics();
+    std::size_t done = 0;
+    for (int i = 0; i < 40; ++i)
+      p.client.async_send(asio::buffer(msg), [&](ar::error_code ec, std::size_t n) {
+        BOOST_TEST(!ec, ec.message());
+        BOOST_TEST(n == 100u);
+        ++done;
+      });
+    co_await wait_for(done, 40);
+    auto s = p.client.statistics() - before;
+    // Post 1: the first request alone (signalled: the last of its post).
+    // Post 2: 39 requests; the 16th, the 32nd and the last are signalled.
+    BOOST_TEST(s.posts == 2u);
+    BOOST_TEST(s.work_requests == 40u);
+    BOOST_TEST(s.signaled == 4u);
+    // Every handler ran with success although 36 requests had no completion.
+    BOOST_TEST(done == 40u);
+    co_await receive_numbers(p.server, 40);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(an_unsignalled_request_that_fails_is_reported_to_its_own_handler) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::memory_region target(p.server, 4096, ar::access::remote_write);
+    ar::memory_region local(p.client, 4096, ar::access::local_write);
+    co_await p.server.async_send_remote_buffer(target.remote(), use_awaitable);
+    auto remote =
+        co_await p.client.async_receive_remote_buffer(std::chrono::seconds(10), use_awaitable);
+    auto wrong = remote;
+    wrong.rkey ^= 0x5a5a; // not the region's key
+    // Ten writes in one turn: the first is posted alone, the other nine in one
+    // post of which only the last is signalled. The sixth (index 5) is the bad one.
+    constexpr int count = 10, bad = 5;
+    std::vector<ar::error_code> results(count);
+    std::size_t done = 0;
+    auto before = p.client.statistics();
+    for (int i = 0; i < count; ++i)
+      p.client.async_write(local.slice(std::size_t(i) * 64, 64),
+                           (i == bad ? wrong : remote).slice(std::size_t(i) * 64, 64),
+                           [&, i](ar::error_code ec, std::size_t) {
+                             results[i] = ec;
+                             ++done;
+                           });
+    co_await wait_for(done, count);
+    auto s = p.client.statistics() - before;
+    BOOST_TEST(s.posts == 2u);
+    BOOST_TEST(s.signaled == 2u); // the bad request was not one of them
+    for (int i = 0; i < bad; ++i)
+      BOOST_TEST(!results[i], i << ": " << results[i].message());
+    BOOST_TEST((results[bad].category() == ar::wc_category()), results[bad].message());
+    BOOST_TEST((results[bad] == ar::wc_condition::remote), results[bad].message());
+    for (int i = bad + 1; i < count; ++i)
+      BOOST_TEST(results[i].failed(), i); // flushed behind the failure
+    BOOST_TEST(!p.client.is_open());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_cancelled_queued_send_completes_aborted_and_is_never_sent) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options server_options, client_options;
+    client_options.send_queue_depth = 1; // the second send has to wait in the library
+    auto p = co_await make_pair(server_options, client_options);
+    std::vector<std::byte> a(10, std::byte{1}), b(10, std::byte{2}), c(10, std::byte{3});
+    std::vector<ar::error_code> results(3);
+    std::size_t done = 0;
+    asio::cancellation_signal cancel;
+    auto handler = [&](int i) {
+      return [&, i](ar::error_code ec, std::size_t) {
+        results[i] = ec;
+        ++done;
+      };
+    };
+    p.client.async_send(asio::buffer(a), handler(0)); // posted: the queue was idle
+    p.client.async_send(asio::buffer(b), asio::bind_cancellation_slot(cancel.slot(), handler(1)));
+    p.client.async_send(asio::buffer(c), handler(2));
+    cancel.emit(asio::cancellation_type::terminal); // b is still queued
+    co_await wait_for(done, 3);
+    BOOST_TEST(!results[0], results[0].message());
+    BOOST_TEST(results[1] == asio::error::operation_aborted, results[1].message());
+    BOOST_TEST(!results[2], results[2].message());
+    BOOST_TEST(p.client.statistics().work_requests == 2u);
+    // The receiver sees a then c: b never went out.
+    auto numbers = co_await receive_numbers(p.server, 2);
+    BOOST_TEST(numbers == std::vector<int>({1, 3}), boost::test_tools::per_element());
+    BOOST_TEST(p.client.is_open());
+  });
+}

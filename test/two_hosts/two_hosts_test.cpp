@@ -1,0 +1,562 @@
+// Two hosts on one virtual wire (test/vm/two_hosts): every test case runs in
+// both guests at once and plays host A's or host B's part. What only two
+// machines show: operations across, a peer host that dies (its qemu killed:
+// it sends nothing more, not even a disconnect), a cable pulled and put back,
+// and addresses that nobody or no listener answers.
+#define BOOST_TEST_MODULE two_hosts
+#include "rdma_test.hpp"
+#include "two_hosts.hpp"
+
+#include <asio_rdma/file_transfer.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+namespace ar = asio_rdma;
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using ar::test::ask_host;
+using ar::test::host_do;
+using ar::test::is_host_a;
+using ar::test::pattern;
+using ar::test::run;
+using asio::awaitable;
+using asio::use_awaitable;
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::uint16_t port = 7471;
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+// Host B's part of most cases: listen, tell A, accept one connection.
+struct served {
+  ar::acceptor acceptor;
+  ar::connection conn;
+};
+awaitable<served> accept_from_a(ar::connection_options options) {
+  auto ex = co_await asio::this_coro::executor;
+  ar::acceptor_options ao;
+  ao.connection = options;
+  served s{ar::acceptor(ex, ar::test::device_address(), port, ao), {}};
+  host_do("barrier listening");
+  s.conn = co_await s.acceptor.async_accept(use_awaitable);
+  co_return std::move(s);
+}
+
+// Host A's part: wait until B listens, connect.
+awaitable<ar::connection> connect_to_b(ar::connection_options options) {
+  host_do("barrier listening");
+  auto ex = co_await asio::this_coro::executor;
+  co_return co_await ar::async_connect(ex, ar::test::peer_address(), port, options, use_awaitable);
+}
+
+bool failed_as_dead_peer(const ar::error_code& ec) {
+  return ec == ar::wc_condition::transport || ec == asio::error::timed_out;
+}
+
+awaitable<void> sleep_for(std::chrono::milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  co_await t.async_wait(use_awaitable);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(operations_across_hosts) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options o;
+    if (!is_host_a()) {
+      auto s = co_await accept_from_a(o);
+      ar::memory_region region(s.conn, 65536, ar::access::all);
+      for (std::size_t i = 0; i < region.size(); ++i)
+        region.data()[i] = pattern(7, i);
+      co_await s.conn.async_send_remote_buffer(region.remote(), use_awaitable);
+      std::vector<std::byte> buf(o.max_message_size);
+      for (;;) { // echo until A disconnects
+        auto [ec, n] =
+            co_await s.conn.async_receive(asio::buffer(buf), asio::as_tuple(use_awaitable));
+        if (ec) {
+          BOOST_TEST((ec == asio::error::eof), ec.message());
+          break;
+        }
+        co_await s.conn.async_send(asio::buffer(buf.data(), n), use_awaitable);
+      }
+      // What A wrote and added landed here, across the wire.
+      BOOST_TEST((region.data()[100] == pattern(8, 100)));
+      std::uint64_t counter;
+      std::memcpy(&counter, region.data().data() + 65536 - 8, 8);
+      BOOST_TEST(counter == 0xABCDu);
+      co_return;
+    }
+    auto c = co_await connect_to_b(o);
+    auto remote = co_await c.async_receive_remote_buffer(10s, use_awaitable);
+    ar::memory_region local(c, 65536, ar::access::local_write);
+    // RDMA read of what B filled.
+    co_await c.async_read(local.slice(0, 60000), remote.slice(0, 60000), use_awaitable);
+    bool same = true;
+    for (std::size_t i = 0; i < 60000; ++i)
+      same = same && local.data()[i] == pattern(7, i);
+    BOOST_TEST(same);
+    // RDMA write, then read back.
+    for (std::size_t i = 0; i < 4096; ++i)
+      local.data()[i] = pattern(8, i);
+    co_await c.async_write(local.slice(0, 4096), remote.slice(0, 4096), use_awaitable);
+    co_await c.async_read(local.slice(4096, 4096), remote.slice(0, 4096), use_awaitable);
+    BOOST_TEST(std::memcmp(local.data().data(), local.data().data() + 4096, 4096) == 0);
+    // Atomics on the last 8 bytes.
+    auto word = remote.slice(65536 - 8, 8);
+    co_await c.async_compare_swap(word, 0, 0, use_awaitable); // read it
+    std::uint64_t zero = 0;
+    co_await c.async_write(local.slice(8192, 8), word, use_awaitable);
+    std::memcpy(local.data().data() + 8192, &zero, 8);
+    co_await c.async_write(local.slice(8192, 8), word, use_awaitable);
+    auto old = co_await c.async_fetch_add(word, 0xAB00, use_awaitable);
+    BOOST_TEST(old == 0u);
+    old = co_await c.async_compare_swap(word, 0xAB00, 0xABCD, use_awaitable);
+    BOOST_TEST(old == 0xAB00u);
+    // Messages of several sizes, echoed.
+    std::vector<std::byte> out(o.max_message_size), in(o.max_message_size);
+    for (std::size_t size :
+         {std::size_t(1), std::size_t(64), std::size_t(4096), o.max_message_size}) {
+      for (std::size_t i = 0; i < size; ++i)
+        out[i] = pattern(size, i);
+      co_await c.async_send(asio::buffer(out.data(), size), use_awaitable);
+      auto n = co_await c.async_receive(asio::buffer(in), use_awaitable);
+      BOOST_TEST(n == size);
+      BOOST_TEST(std::memcmp(out.data(), in.data(), size) == 0);
+    }
+    co_await c.async_disconnect(use_awaitable);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(file_transfer_across_hosts) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    if (!is_host_a()) {
+      fs::path dir = "/tmp/two_hosts_received";
+      fs::create_directories(dir);
+      ar::file_receiver receiver(ex, ar::test::device_address(), port, dir);
+      host_do("barrier listening");
+      auto result = co_await receiver.async_receive_one(use_awaitable);
+      BOOST_TEST(result.files.size() == 1u);
+      std::ifstream f(dir / "data.bin", std::ios::binary);
+      std::vector<char> got((std::istreambuf_iterator<char>(f)), {});
+      BOOST_TEST(got.size() == 5u * 1024 * 1024 + 7);
+      bool same = true;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        same = same && std::byte(got[i]) == pattern(3, i);
+      BOOST_TEST(same);
+      co_return;
+    }
+    fs::path file = "/tmp/data.bin";
+    {
+      std::ofstream f(file, std::ios::binary);
+      for (std::size_t i = 0; i < 5u * 1024 * 1024 + 7; ++i)
+        f.put(char(pattern(3, i)));
+    }
+    ar::connection_options o;
+    auto c = co_await connect_to_b(o);
+    auto r = co_await ar::async_send_file(c, file, ar::file_transfer_options(), use_awaitable);
+    BOOST_TEST(r.bytes == 5u * 1024 * 1024 + 7);
+    co_await c.async_disconnect(use_awaitable);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(addresses_without_listener_or_host_fail_distinctly_and_in_time) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    host_do("barrier up");
+    if (!is_host_a()) {
+      host_do("barrier done");
+      co_return;
+    }
+    auto ex = co_await asio::this_coro::executor;
+    ar::connection_options o;
+    o.timeout = 5s;
+    auto t0 = clock_type::now();
+    auto [e1, c1] = co_await ar::async_connect(ex, ar::test::peer_address(), port, o,
+                                               asio::as_tuple(use_awaitable));
+    double refused_after = seconds_since(t0);
+    BOOST_TEST_MESSAGE("host up, no listener: " << e1.message() << " after " << refused_after
+                                                << " s");
+    BOOST_TEST((e1 == asio::error::connection_refused), e1.message());
+    t0 = clock_type::now();
+    auto [e2, c2] =
+        co_await ar::async_connect(ex, "192.0.2.3", port, o, asio::as_tuple(use_awaitable));
+    double nobody_after = seconds_since(t0);
+    BOOST_TEST_MESSAGE("nobody at the address: " << e2.message() << " after " << nobody_after
+                                                 << " s");
+    BOOST_TEST((e2 == ar::errc::address_resolution_failed || e2 == asio::error::timed_out ||
+                e2 == ar::errc::unreachable),
+               e2.message());
+    BOOST_TEST(e1 != e2);
+    BOOST_TEST(refused_after < 5.5);
+    BOOST_TEST(nobody_after < 5.5);
+    host_do("barrier done");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(peer_host_dies_during_a_stream_of_sends) {
+  asio::io_context io;
+  run(
+      io,
+      [&]() -> awaitable<void> {
+        ar::connection_options o;
+        if (!is_host_a()) {
+          auto s = co_await accept_from_a(o);
+          std::array<std::byte, 64> buf{};
+          for (int i = 0; i < 200; ++i)
+            co_await s.conn.async_receive(asio::buffer(buf), use_awaitable);
+          ask_host("kill B"); // never answered: this host is gone
+          co_return;
+        }
+        auto c = co_await connect_to_b(o);
+        auto ex = co_await asio::this_coro::executor;
+        auto last_success = clock_type::now();
+        int done = 0, failed = 0;
+        std::vector<ar::error_code> errors;
+        for (int s = 0; s < 16; ++s)
+          asio::co_spawn(
+              ex,
+              [&]() -> awaitable<void> {
+                std::array<std::byte, 64> msg{};
+                for (;;) {
+                  auto [ec, n] =
+                      co_await c.async_send(asio::buffer(msg), asio::as_tuple(use_awaitable));
+                  if (ec) {
+                    errors.push_back(ec);
+                    ++failed;
+                    break;
+                  }
+                  last_success = clock_type::now();
+                }
+                ++done;
+              },
+              ar::test::report_failure);
+        asio::steady_timer t(ex);
+        while (done < 16) {
+          t.expires_after(10ms);
+          co_await t.async_wait(use_awaitable);
+        }
+        double detected = seconds_since(last_success);
+        BOOST_TEST_MESSAGE("sends failed " << detected << " s after the last success with "
+                                           << errors.front().message() << " (transport bound "
+                                           << o.transport_give_up_time().count() / 1e6 << " s)");
+        for (auto& ec : errors)
+          BOOST_TEST(failed_as_dead_peer(ec), ec.message());
+        BOOST_TEST(detected < 2 * o.transport_give_up_time().count() / 1e6 + 1.0);
+        BOOST_TEST(!c.is_open());
+      },
+      300s);
+}
+
+BOOST_AUTO_TEST_CASE(peer_host_dies_during_rdma_reads_and_writes) {
+  asio::io_context io;
+  run(
+      io,
+      [&]() -> awaitable<void> {
+        ar::connection_options o;
+        if (!is_host_a()) {
+          auto s = co_await accept_from_a(o);
+          ar::memory_region region(s.conn, 1 << 20, ar::access::all);
+          co_await s.conn.async_send_remote_buffer(region.remote(), use_awaitable);
+          std::array<std::byte, 8> buf{};
+          co_await s.conn.async_receive(asio::buffer(buf), use_awaitable); // A is busy now
+          co_await sleep_for(500ms);
+          ask_host("kill B");
+          co_return;
+        }
+        auto c = co_await connect_to_b(o);
+        auto remote = co_await c.async_receive_remote_buffer(10s, use_awaitable);
+        ar::memory_region local(c, 1 << 20, ar::access::local_write);
+        auto ex = co_await asio::this_coro::executor;
+        auto last_success = clock_type::now();
+        int done = 0;
+        std::vector<ar::error_code> errors;
+        for (int s = 0; s < 16; ++s)
+          asio::co_spawn(
+              ex,
+              [&, s]() -> awaitable<void> {
+                auto l = local.slice(s * 65536, 65536);
+                auto r = remote.slice(s * 65536, 65536);
+                for (;;) {
+                  auto [ec, n] = s % 2
+                                     ? co_await c.async_read(l, r, asio::as_tuple(use_awaitable))
+                                     : co_await c.async_write(l, r, asio::as_tuple(use_awaitable));
+                  if (ec) {
+                    errors.push_back(ec);
+                    break;
+                  }
+                  last_success = clock_type::now();
+                }
+                ++done;
+              },
+              ar::test::report_failure);
+        std::array<std::byte, 8> go{};
+        co_await c.async_send(asio::buffer(go), use_awaitable);
+        asio::steady_timer t(ex);
+        while (done < 16) {
+          t.expires_after(10ms);
+          co_await t.async_wait(use_awaitable);
+        }
+        double detected = seconds_since(last_success);
+        BOOST_TEST_MESSAGE("reads and writes failed " << detected
+                                                      << " s after the last success with "
+                                                      << errors.front().message());
+        for (auto& ec : errors)
+          BOOST_TEST(failed_as_dead_peer(ec), ec.message());
+        BOOST_TEST(detected < 2 * o.transport_give_up_time().count() / 1e6 + 1.0);
+      },
+      300s);
+}
+
+BOOST_AUTO_TEST_CASE(idle_connection_to_a_dead_host_is_reported_by_keepalive) {
+  asio::io_context io;
+  run(
+      io,
+      [&]() -> awaitable<void> {
+        ar::connection_options o;
+        o.keepalive_interval = 200ms;
+        o.keepalive_count = 3;
+        if (!is_host_a()) {
+          auto s = co_await accept_from_a(o);
+          host_do("barrier connected");
+          co_await sleep_for(1s); // idle, healthy: keepalive must not fire
+          host_do("barrier idle");
+          ask_host("kill B");
+          co_return;
+        }
+        auto c = co_await connect_to_b(o);
+        auto ex = co_await asio::this_coro::executor;
+        std::array<std::byte, 8> buf{};
+        ar::error_code receive_error;
+        bool received = false;
+        asio::co_spawn(
+            ex,
+            [&]() -> awaitable<void> {
+              auto [ec, n] =
+                  co_await c.async_receive(asio::buffer(buf), asio::as_tuple(use_awaitable));
+              receive_error = ec;
+              received = true;
+            },
+            ar::test::report_failure);
+        host_do("barrier connected");
+        host_do("barrier idle");
+        BOOST_TEST(c.is_open());
+        auto killed_at = clock_type::now(); // within a few ms of B's death
+        asio::steady_timer t(ex);
+        while (!received && seconds_since(killed_at) < 30) {
+          t.expires_after(10ms);
+          co_await t.async_wait(use_awaitable);
+        }
+        BOOST_REQUIRE(received);
+        double detected = seconds_since(killed_at);
+        BOOST_TEST_MESSAGE("pending receive failed " << detected << " s after the peer host died: "
+                                                     << receive_error.message());
+        BOOST_TEST(failed_as_dead_peer(receive_error), receive_error.message());
+        // interval x (count + 1), plus scheduling noise of the emulated guest
+        BOOST_TEST(detected < 0.2 * 4 + 1.0);
+        BOOST_TEST(!c.is_open());
+      },
+      300s);
+}
+
+BOOST_AUTO_TEST_CASE(a_link_down_shorter_than_the_retry_budget_loses_nothing) {
+  asio::io_context io;
+  run(
+      io,
+      [&]() -> awaitable<void> {
+        ar::connection_options o;
+        // A budget of about 3.8 s (4.096 us x 2^17 x 7). The outage the transport
+        // sees is longer than the cable's 300 ms: the guest's neighbour entry is
+        // lost with the carrier, and address resolution retries after 1 s.
+        o.ack_timeout_exponent = 17;
+        constexpr int total = 400;
+        if (!is_host_a()) {
+          auto s = co_await accept_from_a(o);
+          std::array<std::byte, 64> buf{};
+          for (int i = 0; i < total; ++i) {
+            auto n = co_await s.conn.async_receive(asio::buffer(buf), use_awaitable);
+            std::uint32_t seq;
+            std::memcpy(&seq, buf.data(), 4);
+            BOOST_REQUIRE_EQUAL(n, buf.size());
+            BOOST_REQUIRE_EQUAL(seq, std::uint32_t(i)); // none lost, none twice, in order
+          }
+          co_await s.conn.async_send(asio::buffer(buf), use_awaitable);
+          auto [ec, n] =
+              co_await s.conn.async_receive(asio::buffer(buf), asio::as_tuple(use_awaitable));
+          BOOST_TEST((ec == asio::error::eof), ec.message());
+          co_return;
+        }
+        auto c = co_await connect_to_b(o);
+        auto ex = co_await asio::this_coro::executor;
+        bool cut = false;
+        int sent = 0;
+        asio::co_spawn(
+            ex,
+            [&]() -> awaitable<void> {
+              std::array<std::byte, 64> msg{};
+              for (std::uint32_t i = 0; i < total; ++i) {
+                std::memcpy(msg.data(), &i, 4);
+                co_await c.async_send(asio::buffer(msg), use_awaitable);
+                ++sent;
+                if (i == total / 2)
+                  cut = true;
+              }
+            },
+            ar::test::report_failure);
+        asio::steady_timer t(ex);
+        while (!cut) {
+          t.expires_after(1ms);
+          co_await t.async_wait(use_awaitable);
+        }
+        host_do("link A off");
+        auto off_at = clock_type::now();
+        co_await sleep_for(300ms); // the budget is about 0.94 s
+        host_do("link A on");
+        BOOST_TEST_MESSAGE("link was down " << seconds_since(off_at) << " s");
+        std::array<std::byte, 64> ack{};
+        co_await c.async_receive(asio::buffer(ack), use_awaitable);
+        BOOST_TEST(sent == total);
+        BOOST_TEST(c.is_open());
+        co_await c.async_disconnect(use_awaitable);
+      },
+      300s);
+}
+
+BOOST_AUTO_TEST_CASE(a_link_down_longer_than_the_retry_budget_fails_cleanly) {
+  asio::io_context io;
+  run(
+      io,
+      [&]() -> awaitable<void> {
+        ar::connection_options o;
+        o.keepalive_interval = 200ms; // B is idle: it learns of the cut from keepalive
+        if (!is_host_a()) {
+          auto s = co_await accept_from_a(o);
+          std::array<std::byte, 64> buf{};
+          auto t0 = clock_type::now();
+          ar::error_code ec;
+          for (;;) {
+            auto [e, n] =
+                co_await s.conn.async_receive(asio::buffer(buf), asio::as_tuple(use_awaitable));
+            if (e) {
+              ec = e;
+              break;
+            }
+            t0 = clock_type::now();
+          }
+          BOOST_TEST_MESSAGE("B: receive failed " << seconds_since(t0)
+                                                  << " s after the last message: " << ec.message());
+          BOOST_TEST(failed_as_dead_peer(ec), ec.message());
+          host_do("barrier both_failed");
+          co_return;
+        }
+        auto c = co_await connect_to_b(o);
+        std::array<std::byte, 64> msg{};
+        for (int i = 0; i < 50; ++i)
+          co_await c.async_send(asio::buffer(msg), use_awaitable);
+        host_do("link A off");
+        auto t0 = clock_type::now();
+        auto [ec, n] = co_await c.async_send(asio::buffer(msg), asio::as_tuple(use_awaitable));
+        double failed_after = seconds_since(t0);
+        BOOST_TEST_MESSAGE("A: send failed " << failed_after
+                                             << " s after the cut: " << ec.message());
+        BOOST_TEST(failed_as_dead_peer(ec), ec.message());
+        // Longer than a dead peer's: this host's own link is down, so the
+        // retransmissions also wait on address resolution that fails.
+        BOOST_TEST(failed_after < 3 * o.transport_give_up_time().count() / 1e6 + 1.5);
+        BOOST_TEST(!c.is_open());
+        host_do("link A on");
+        host_do("barrier both_failed");
+      },
+      300s);
+}
+
+BOOST_AUTO_TEST_CASE(peer_host_dies_mid_file_transfer) {
+  asio::io_context io;
+  run(
+      io,
+      [&]() -> awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        if (!is_host_a()) { // the sender, whose host dies
+          fs::path file = "/tmp/big.bin";
+          {
+            std::ofstream f(file, std::ios::binary);
+            std::vector<char> block(1 << 20, 'x');
+            for (int i = 0; i < 400; ++i)
+              f.write(block.data(), block.size());
+          }
+          host_do("barrier file_ready");
+          ar::connection_options o;
+          auto c = co_await ar::async_connect(ex, ar::test::peer_address(), port, o, use_awaitable);
+          co_await ar::async_send_file(c, file, ar::file_transfer_options(), use_awaitable);
+          BOOST_FAIL("the transfer finished before the host died");
+        }
+        // The receiver survives: it reports the dead sender, keeps no .part and
+        // goes on serving.
+        fs::path dir = "/tmp/received";
+        fs::create_directories(dir);
+        ar::file_receiver_options ro;
+        ro.transfer.timeout = 3s;
+        ro.acceptor.connection.keepalive_interval = 200ms;
+        ar::file_receiver receiver(ex, ar::test::device_address(), port, dir, ro);
+        int sessions = 0;
+        std::vector<ar::error_code> session_errors;
+        asio::co_spawn(ex,
+                       receiver.async_run(
+                           [&](ar::error_code ec, const ar::receive_result&) {
+                             ++sessions;
+                             session_errors.push_back(ec);
+                           },
+                           use_awaitable),
+                       [](std::exception_ptr) {});
+        host_do("barrier file_ready");
+        asio::steady_timer t(ex);
+        auto part = dir / "big.bin.part";
+        auto started = clock_type::now();
+        while (!(fs::exists(part) && fs::file_size(part) > (8u << 20)) &&
+               seconds_since(started) < 120) {
+          t.expires_after(5ms);
+          co_await t.async_wait(use_awaitable);
+        }
+        BOOST_REQUIRE_MESSAGE(fs::exists(part), "the transfer never started");
+        host_do("kill B");
+        auto killed_at = clock_type::now();
+        while (sessions == 0 && seconds_since(killed_at) < 30) {
+          t.expires_after(10ms);
+          co_await t.async_wait(use_awaitable);
+        }
+        BOOST_REQUIRE(sessions == 1);
+        BOOST_TEST_MESSAGE("receiver ended the session "
+                           << seconds_since(killed_at)
+                           << " s after the sender's host died: " << session_errors[0].message());
+        BOOST_TEST(session_errors[0].failed());
+        BOOST_TEST(seconds_since(killed_at) < 4.0);
+        bool leftover = false;
+        for (auto& e : fs::directory_iterator(dir))
+          leftover = leftover || e.path().extension() == ".part";
+        BOOST_TEST(!leftover);
+        BOOST_TEST(!fs::exists(dir / "big.bin"));
+        // Still serving: a sender on this host stores a file.
+        fs::path small = "/tmp/small.bin";
+        std::ofstream(small) << "still serving";
+        ar::connection_options o;
+        auto c = co_await ar::async_connect(ex, ar::test::device_address(), port, o, use_awaitable);
+        co_await ar::async_send_file(c, small, ar::file_transfer_options(), use_awaitable);
+        co_await c.async_disconnect(use_awaitable);
+        BOOST_TEST(fs::file_size(dir / "small.bin") == 13u);
+        receiver.stop();
+      },
+      300s);
+}
