@@ -22,6 +22,11 @@ endforeach()
 
 install(EXPORT asio_rdma_targets NAMESPACE asio_rdma:: FILE asio_rdmaTargets.cmake
   DESTINATION ${ASIO_RDMA_CMAKE_DIR} COMPONENT dev)
+if(BUILD_SHARED_LIBS)
+  set(ASIO_RDMA_STATIC OFF)
+else()
+  set(ASIO_RDMA_STATIC ON)
+endif()
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/asio_rdmaConfig.cmake.in
   ${PROJECT_BINARY_DIR}/asio_rdmaConfig.cmake INSTALL_DESTINATION ${ASIO_RDMA_CMAKE_DIR})
 # 0.2.x is compatible with 0.2.y only: the ABI may change with each minor version before 1.0.
@@ -32,9 +37,9 @@ install(FILES ${PROJECT_BINARY_DIR}/asio_rdmaConfig.cmake
   DESTINATION ${ASIO_RDMA_CMAKE_DIR} COMPONENT dev)
 
 # pkg-config: the public headers include <infiniband/verbs.h> (its cflags come
-# with Requires.private); libibverbs, librdmacm and threads are linked by a static
-# library only
-# (pkg-config --static). Boost (headers only) ships no .pc file on Debian.
+# with Requires.private); libibverbs, librdmacm, libisal and threads are on the
+# link line of the static library only (pkg-config --static). Boost (headers
+# only) ships no .pc file on Debian.
 # The prefix is written at install time, so that `cmake --install --prefix DIR`
 # and the .deb (/usr) both get the right one.
 set(ASIO_RDMA_PC_PREFIX "@ASIO_RDMA_PC_PREFIX@")
