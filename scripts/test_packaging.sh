@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Packaging tests (called by scripts/test.sh; needs root for dpkg -i):
+#   0. the API reference (docs/Doxyfile) builds without a warning;
 #   1. `cmake --install` of the already-built static tree (${BUILD_DIR:-build})
 #      into a temporary prefix; test/consumer built against it with CMake
 #      (find_package) and with pkg-config --static, and run;
@@ -53,6 +54,10 @@ consumers() {
   check "$name: pkg-config consumer runs" env LD_LIBRARY_PATH="$ld_path" "$out/pc"
 }
 
+echo "--- API reference (Doxygen, warnings are errors)"
+check "docs: doxygen docs/Doxyfile without a warning" \
+  env ASIO_RDMA_DOC_DIR="$build_dir/doc" doxygen docs/Doxyfile
+
 echo "--- static library: cmake --install $build_dir"
 check "static: cmake --install" cmake --install "$build_dir" --prefix "$tmp/static"
 consumers static "$tmp/static" --static
@@ -94,7 +99,9 @@ else
   flock 9
   check "deb: dpkg -i" dpkg -i "${debs[@]}"
   consumers deb ""
-  check "deb: installed rdma_bench --help" /usr/bin/rdma_bench --help
+  for program in rdma_echo rdma_bench rdma_cp raw_ping; do
+    check "deb: installed $program --help" /usr/bin/$program --help
+  done
   check "deb: dpkg -r" dpkg -r asio-rdma-dev asio-rdma
   flock -u 9
 fi
