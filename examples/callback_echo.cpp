@@ -10,8 +10,10 @@
 
 #include <boost/asio.hpp>
 
+#include <array>
 #include <iostream>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 

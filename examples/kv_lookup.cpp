@@ -11,6 +11,7 @@
 
 #include <boost/asio.hpp>
 
+#include <array>
 #include <cstring>
 #include <iostream>
 #include <string>
