@@ -66,6 +66,8 @@ echo "--- shared library: $pkg_dir"
 check "shared: configure (no tests, so no Boost.Test)" \
   cmake -S . -B "$pkg_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_SHARED_LIBS=ON \
   -DASIO_RDMA_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX=/usr
+check "shared: Boost.Test was not looked for (tests off)" \
+  sh -c "! grep -q '^boost_unit_test_framework_DIR' '$pkg_dir/CMakeCache.txt'"
 check "shared: build" cmake --build "$pkg_dir" -j "${BUILD_JOBS:-2}" \
   --target asio_rdma rdma_echo rdma_bench rdma_cp raw_ping
 lib=$(find "$pkg_dir/lib" -maxdepth 1 -name 'libasio_rdma.so.*.*.*' | head -n 1)
