@@ -65,7 +65,11 @@ awaitable<void> serve(asio_rdma::acceptor& acceptor, const std::vector<std::stri
 
 awaitable<int> lookup(asio::any_io_executor ex, std::string addr, int port,
                       std::vector<std::string> keys) {
-  auto conn = co_await asio_rdma::async_connect(ex, addr, static_cast<std::uint16_t>(port), {},
+  // Named objects rather than temporaries inside co_await expressions: with
+  // GCC 12 a `{}` options temporary and a slice temporary here crashed
+  // (free(): invalid pointer).
+  asio_rdma::connection_options options;
+  auto conn = co_await asio_rdma::async_connect(ex, addr, static_cast<std::uint16_t>(port), options,
                                                 use_awaitable);
   auto table = co_await conn.async_receive_remote_buffer(std::chrono::seconds(10), use_awaitable);
   asio_rdma::memory_region slot(conn, slot_size, asio_rdma::access::local_write);
@@ -73,7 +77,8 @@ awaitable<int> lookup(asio::any_io_executor ex, std::string addr, int port,
     bool found = false;
     for (std::size_t probe = 0; probe < max_probes && !found; ++probe) {
       auto remote = table.slice((hash(key) + probe) % slots * slot_size, slot_size);
-      co_await conn.async_read(slot.slice(), remote, use_awaitable); // one RDMA read
+      auto local = slot.slice();
+      co_await conn.async_read(local, remote, use_awaitable); // one RDMA read
       const char* bytes = reinterpret_cast<const char*>(slot.data().data());
       if (bytes[0] == '\0')
         break; // an empty slot ends the probe sequence

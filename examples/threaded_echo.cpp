@@ -9,7 +9,7 @@
 
 #include <boost/asio.hpp>
 
-#include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -45,10 +45,15 @@ int main(int argc, char** argv) {
     std::cerr << "usage: threaded_echo ADDR PORT THREADS\n";
     return 2;
   }
-  const unsigned threads = static_cast<unsigned>(std::stoul(argv[3]));
-  const int port = std::stoi(argv[2]);
+  const unsigned threads = static_cast<unsigned>(std::atoi(argv[3]));
+  const int port = std::atoi(argv[2]);
+  if (threads < 1 || threads > 64 || port < 1 || port + threads - 1 > 65535) {
+    std::cerr << "threaded_echo: THREADS 1..64 and PORT 1..65535\n";
+    return 2;
+  }
   std::vector<std::unique_ptr<asio::io_context>> contexts;
   std::vector<asio_rdma::acceptor> acceptors;
+  acceptors.reserve(threads); // serve() keeps a reference: no reallocation
   try {
     for (unsigned i = 0; i < threads; ++i) {
       contexts.push_back(std::make_unique<asio::io_context>(1)); // 1: run by one thread
