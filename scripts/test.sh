@@ -3,11 +3,13 @@
 #   1. unit tests (no device) on this machine;
 #   2. netns tests (raw packets on veth pairs in namespaces the tests create;
 #      needs root) on this machine;
-#   3. integration tests against real verbs: on the local RDMA device if
+#   3. packaging (scripts/test_packaging.sh): install, CMake package,
+#      pkg-config, .deb packages, consumer projects built against them;
+#   4. integration tests against real verbs: on the local RDMA device if
 #      there is one, otherwise inside the SoftRoCE VM (test/vm/run.sh);
-#   4. two-host tests: two SoftRoCE guests on one virtual wire, with faults
+#   5. two-host tests: two SoftRoCE guests on one virtual wire, with faults
 #      (a host killed, a link cut) injected mid-run (test/vm/two_hosts).
-#   5. all of it again under ASan+UBSan+LSan, the threading tests under TSan,
+#   6. all of it again under ASan+UBSan+LSan, the threading tests under TSan,
 #      and every fuzz target for a bounded time (scripts/test_sanitized.sh).
 # Nothing is skipped: a missing device, VM or privilege is a failure.
 set -euo pipefail
@@ -49,6 +51,7 @@ if [[ $(id -u) -ne 0 ]]; then
 else
   run netns ctest --test-dir "$build_dir" -L netns --output-on-failure
 fi
+run packaging scripts/test_packaging.sh
 # One VM boot for all integration tests; CTest's own per-test timeouts apply.
 run integration test/vm/run.sh --timeout 3000 -- \
   ctest --test-dir "$build_dir" -L integration --output-on-failure

@@ -1,17 +1,22 @@
-// Small command-line helpers shared by the programs: option lookup and
-// number parsing with clear errors (a bad value never becomes 0 silently).
+// The programs' command lines: CLI11 (Debian libcli11-dev) for options,
+// subcommands and --help, plus number parsing with k/m/g suffixes and clear
+// errors (a bad value never becomes 0 silently). Every program reports
+// misuse the same way: "PROGRAM: reason", a pointer to --help, exit status 2.
 #pragma once
+
+#include <CLI/CLI.hpp>
 
 #include <charconv>
 #include <cstdint>
+#include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace asio_rdma::cli {
 
-/// Thrown for bad command lines; the program prints what() and its usage.
+/// Thrown for bad command lines (also from inside option callbacks).
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -45,24 +50,46 @@ inline std::uint64_t parse_number(std::string_view option, std::string_view text
   return value;
 }
 
-/// Walks argv: positional arguments and "--name value" / "--flag" options.
-class arguments {
-public:
-  arguments(int argc, char** argv) : args_(argv + 1, argv + argc) {}
+/// Adds `--name NUMBER` to `app`, parsed with parse_number into `target`.
+template <typename T>
+CLI::Option* add_number(CLI::App& app, const std::string& name, T& target, std::uint64_t min,
+                        std::uint64_t max, const std::string& help, bool allow_suffix = false) {
+  auto* option = app.add_option_function<std::string>(
+      name,
+      [&target, name, min, max, allow_suffix](const std::string& text) {
+        target = static_cast<T>(parse_number(name, text, min, max, allow_suffix));
+      },
+      help);
+  option->type_name(allow_suffix ? "BYTES" : "N");
+  return option;
+}
 
-  bool done() const { return pos_ >= args_.size(); }
-  std::string_view peek() const { return args_[pos_]; }
-  std::string_view next() { return args_[pos_++]; }
-  /// The value of the option just taken with next().
-  std::string_view value(std::string_view option) {
-    if (done())
-      throw usage_error(std::string(option) + " needs a value");
-    return next();
+/// Runs app.parse. Returns nothing when the program should go on, else its
+/// exit status: 0 after printing the help of --help (of the subcommand it
+/// follows), 2 after printing what was wrong with the command line.
+inline std::optional<int> parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return std::nullopt;
+  } catch (const CLI::CallForHelp&) {
+    // The help of the subcommand that was given, if any.
+    const CLI::App* shown = &app;
+    for (auto* sub : app.get_subcommands())
+      shown = sub;
+    std::cout << (shown == &app ? app.help() : shown->help(app.get_name()));
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << app.get_name() << ": " << e.what() << "\n"
+              << "Run '" << app.get_name() << " --help' for usage.\n";
+    return 2;
+  } catch (const usage_error& e) {
+    std::cerr << app.get_name() << ": " << e.what() << "\n"
+              << "Run '" << app.get_name() << " --help' for usage.\n";
+    return 2;
   }
-
-private:
-  std::vector<std::string_view> args_;
-  std::size_t pos_ = 0;
-};
+}
 
 } // namespace asio_rdma::cli

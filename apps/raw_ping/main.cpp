@@ -2,6 +2,9 @@
 //   raw_ping responder --interface IF --ip A [--mac M]
 //   raw_ping request --interface IF --ip SRC --to DST [--count N]
 #include "modes.hpp"
+#include "options.hpp"
+
+#include "cli.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -13,12 +16,10 @@ namespace asio = boost::asio;
 
 int main(int argc, char** argv) {
   raw_ping::options opts;
-  try {
-    opts = raw_ping::parse_options(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "raw_ping: " << e.what() << "\n" << raw_ping::usage();
-    return 2;
-  }
+  CLI::App app("", "raw_ping");
+  raw_ping::describe(app, opts);
+  if (auto status = asio_rdma::cli::parse(app, argc, argv))
+    return *status;
   try {
     asio::io_context io;
     asio_rdma::raw_socket_options socket_options;

@@ -1,87 +1,86 @@
 #include "options.hpp"
 
+#include "cli.hpp"
+
 #include <cstdlib>
-#include <stdexcept>
 #include <string_view>
 
 namespace raw_ping {
 
-const char* usage() {
-  return "usage: raw_ping responder --interface IF --ip A [--mac M] [--count N] [--backend B]\n"
-         "       raw_ping request --interface IF --ip SRC --to DST [--mac M] [--count N]\n"
-         "                        [--interval SECONDS] [--timeout SECONDS] [--backend B]\n"
-         "Answers (responder) or sends (request) ARP and ICMP echo using only a raw socket;\n"
-         "the interface needs no address. B: automatic (default), verbs or packet.\n";
-}
-
 namespace {
 
-unsigned parse_count(std::string_view text) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos ||
-      text.size() > 9)
-    throw std::invalid_argument("not a count: " + std::string(text));
-  return static_cast<unsigned>(std::stoul(std::string(text)));
-}
+using asio_rdma::cli::usage_error;
 
-std::chrono::milliseconds parse_seconds(std::string_view text) {
+std::chrono::milliseconds parse_seconds(const std::string& option, const std::string& s) {
   char* end = nullptr;
-  const std::string s(text);
   const double value = std::strtod(s.c_str(), &end);
   if (s.empty() || *end != '\0' || !(value >= 0.001) || value > 3600)
-    throw std::invalid_argument("not a time in seconds (0.001..3600): " + s);
+    throw usage_error(option + ": not a time in seconds (0.001..3600): " + s);
   return std::chrono::milliseconds(static_cast<long long>(value * 1000 + 0.5));
+}
+
+/// Runs a parser of the library that throws system_error as a usage error.
+template <typename Parse> auto checked(const std::string& option, Parse parse) {
+  try {
+    return parse();
+  } catch (const std::exception& e) {
+    throw usage_error(option + ": " + e.what());
+  }
 }
 
 } // namespace
 
-options parse_options(int argc, char** argv) {
-  if (argc < 2)
-    throw std::invalid_argument("missing mode");
-  options o;
-  const std::string_view mode = argv[1];
-  if (mode == "responder")
-    o.mode = options::mode_type::responder;
-  else if (mode == "request")
-    o.mode = options::mode_type::request;
-  else
-    throw std::invalid_argument("unknown mode: " + std::string(mode));
-  bool have_ip = false, have_to = false;
-  for (int i = 2; i < argc; ++i) {
-    const std::string_view flag = argv[i];
-    if (i + 1 >= argc)
-      throw std::invalid_argument("missing value after " + std::string(flag));
-    const std::string_view value = argv[++i];
-    if (flag == "--interface") {
-      o.interface = value;
-    } else if (flag == "--ip") {
-      o.ip = asio_rdma::parse_ipv4_address(value);
-      have_ip = true;
-    } else if (flag == "--to") {
-      o.to = asio_rdma::parse_ipv4_address(value);
-      have_to = true;
-    } else if (flag == "--mac") {
-      o.mac = asio_rdma::parse_mac_address(value);
-    } else if (flag == "--count") {
-      o.count = parse_count(value);
-    } else if (flag == "--interval") {
-      o.interval = parse_seconds(value);
-    } else if (flag == "--timeout") {
-      o.timeout = parse_seconds(value);
-    } else if (flag == "--backend") {
-      if (value != "automatic" && value != "verbs" && value != "packet")
-        throw std::invalid_argument("unknown backend: " + std::string(value));
-      o.backend = value;
-    } else {
-      throw std::invalid_argument("unknown option: " + std::string(flag));
-    }
+void describe(CLI::App& app, options& o) {
+  app.description("ARP and ICMP echo over a raw socket only (the interface needs no address)");
+  app.require_subcommand(1);
+  auto* responder = app.add_subcommand("responder", "answer ARP and ICMP echo requests for --ip");
+  auto* request = app.add_subcommand("request", "resolve --to with ARP and ping it");
+  responder->callback([&o] { o.mode = options::mode_type::responder; });
+  request->callback([&o] { o.mode = options::mode_type::request; });
+  for (auto* sub : {responder, request}) {
+    sub->add_option("--interface", o.interface, "the network interface")
+        ->required()
+        ->type_name("IF");
+    sub->add_option_function<std::string>(
+           "--ip",
+           [&o](const std::string& v) {
+             o.ip = checked("--ip", [&] { return asio_rdma::parse_ipv4_address(v); });
+           },
+           "our IPv4 address")
+        ->required()
+        ->type_name("A");
+    sub->add_option_function<std::string>(
+           "--mac",
+           [&o](const std::string& v) {
+             o.mac = checked("--mac", [&] { return asio_rdma::parse_mac_address(v); });
+           },
+           "our MAC address (default: the interface's)")
+        ->type_name("M");
+    asio_rdma::cli::add_number(*sub, "--count", o.count, 0, 999999999,
+                               "requests to send / replies to give, then exit (0: until SIGINT)");
+    sub->add_option("--backend", o.backend, "raw socket backend (default automatic)")
+        ->check(CLI::IsMember({"automatic", "verbs", "packet"}))
+        ->type_name("BACKEND");
   }
-  if (o.interface.empty())
-    throw std::invalid_argument("--interface is required");
-  if (!have_ip)
-    throw std::invalid_argument("--ip is required");
-  if (o.mode == options::mode_type::request && !have_to)
-    throw std::invalid_argument("--to is required for request");
-  return o;
+  request
+      ->add_option_function<std::string>(
+          "--to",
+          [&o](const std::string& v) {
+            o.to = checked("--to", [&] { return asio_rdma::parse_ipv4_address(v); });
+          },
+          "the address to ping")
+      ->required()
+      ->type_name("DST");
+  request
+      ->add_option_function<std::string>(
+          "--interval", [&o](const std::string& v) { o.interval = parse_seconds("--interval", v); },
+          "between echo requests (default 1)")
+      ->type_name("SECONDS");
+  request
+      ->add_option_function<std::string>(
+          "--timeout", [&o](const std::string& v) { o.timeout = parse_seconds("--timeout", v); },
+          "per ARP try and echo reply (default 1)")
+      ->type_name("SECONDS");
 }
 
 } // namespace raw_ping

@@ -3,6 +3,8 @@
 
 #include <asio_rdma/flow_rule.hpp>
 
+#include <CLI/App.hpp>
+
 #include <chrono>
 #include <optional>
 #include <string>
@@ -22,10 +24,8 @@ struct options {
   std::string backend = "automatic";
 };
 
-/// Parses argv; throws std::invalid_argument with a message for the user on bad input.
-options parse_options(int argc, char** argv);
-
-/// The usage text.
-const char* usage();
+/// Declares the subcommands (responder, request) and their options in `app`
+/// (CLI11); parsing fills `o`.
+void describe(CLI::App& app, options& o);
 
 } // namespace raw_ping

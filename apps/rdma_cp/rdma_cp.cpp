@@ -3,6 +3,7 @@
 //   rdma_cp serve --dir DIR [--bind ADDR] [--port 7472] [--buffer-size N] [--depth D]
 //                 [--timeout SECONDS] [--once]
 //   rdma_cp send HOST[:PORT] PATH... [--buffer-size N] [--depth D] [--timeout SECONDS]
+//   rdma_cp --help, rdma_cp serve --help, rdma_cp send --help
 //
 // The server stores what senders send under DIR (names are checked; nothing
 // is written outside DIR) and prints each file and each connection's
@@ -36,12 +37,6 @@ using asio::awaitable;
 using asio::use_awaitable;
 
 namespace {
-
-constexpr const char* usage =
-    "usage: rdma_cp serve --dir DIR [--bind ADDR] [--port 7472] [--buffer-size N] [--depth D]\n"
-    "                     [--timeout SECONDS] [--once]\n"
-    "       rdma_cp send HOST[:PORT] PATH... [--buffer-size N] [--depth D] [--timeout SECONDS]\n"
-    "N takes k/m/g suffixes; the chunk size is the smaller of both sides' buffer sizes.\n";
 
 constexpr std::uint16_t default_port = 7472;
 
@@ -80,51 +75,40 @@ void parse_target(std::string_view target, settings& s) {
     s.port = static_cast<std::uint16_t>(asio_rdma::cli::parse_number("port", port, 1, 65535));
 }
 
-settings parse(int argc, char** argv) {
-  using asio_rdma::cli::parse_number;
-  using asio_rdma::cli::usage_error;
-  asio_rdma::cli::arguments args(argc, argv);
-  settings s;
-  if (args.done())
-    throw usage_error("missing mode (serve or send)");
-  s.mode = args.next();
-  if (s.mode != "serve" && s.mode != "send")
-    throw usage_error("unknown mode '" + s.mode + "'");
-  bool have_target = false;
-  while (!args.done()) {
-    auto arg = args.next();
-    if (arg == "--buffer-size")
-      s.transfer.buffer_size =
-          parse_number(arg, args.value(arg), asio_rdma::file_transfer_options::min_buffer_size,
-                       asio_rdma::file_transfer_options::max_buffer_size, true);
-    else if (arg == "--depth")
-      s.transfer.depth = static_cast<std::uint16_t>(
-          parse_number(arg, args.value(arg), 1, asio_rdma::file_transfer_options::max_depth));
-    else if (arg == "--timeout")
-      s.transfer.timeout = std::chrono::seconds(parse_number(arg, args.value(arg), 1, 86400));
-    else if (arg == "--dir" && s.mode == "serve")
-      s.dir = args.value(arg);
-    else if (arg == "--bind" && s.mode == "serve")
-      s.host = args.value(arg);
-    else if (arg == "--port" && s.mode == "serve")
-      s.port = static_cast<std::uint16_t>(parse_number(arg, args.value(arg), 0, 65535));
-    else if (arg == "--once" && s.mode == "serve")
-      s.once = true;
-    else if (arg.starts_with("--"))
-      throw usage_error("unexpected option '" + std::string(arg) + "'");
-    else if (s.mode == "send" && !have_target) {
-      parse_target(arg, s);
-      have_target = true;
-    } else if (s.mode == "send")
-      s.paths.emplace_back(arg);
-    else
-      throw usage_error("unexpected argument '" + std::string(arg) + "'");
+/// The command line: `serve` and `send` subcommands (CLI11).
+void describe(CLI::App& app, settings& s) {
+  using asio_rdma::cli::add_number;
+  using limits = asio_rdma::file_transfer_options;
+  app.description("Copy files and directory trees to a receiving server over RDMA");
+  app.require_subcommand(1);
+  auto* serve = app.add_subcommand("serve", "store what senders send under --dir");
+  auto* send = app.add_subcommand("send", "send files and directory trees");
+  serve->callback([&s] { s.mode = "serve"; });
+  send->callback([&s] { s.mode = "send"; });
+  for (auto* sub : {serve, send}) {
+    add_number(*sub, "--buffer-size", s.transfer.buffer_size, limits::min_buffer_size,
+               limits::max_buffer_size,
+               "chunk buffer (k/m/g suffixes); the chunk size is the smaller of both sides'", true);
+    add_number(*sub, "--depth", s.transfer.depth, 1, limits::max_depth, "chunks in flight");
+    sub->add_option_function<std::string>(
+           "--timeout",
+           [&s](const std::string& v) {
+             s.transfer.timeout =
+                 std::chrono::seconds(asio_rdma::cli::parse_number("--timeout", v, 1, 86400));
+           },
+           "give up after this long without progress")
+        ->type_name("SECONDS");
   }
-  if (s.mode == "serve" && s.dir.empty())
-    throw usage_error("serve needs --dir DIR");
-  if (s.mode == "send" && (!have_target || s.paths.empty()))
-    throw usage_error("send needs HOST[:PORT] and at least one PATH");
-  return s;
+  serve->add_option("--dir", s.dir, "where received files are stored")->required();
+  serve->add_option("--bind", s.host, "address to listen on (default 0.0.0.0)");
+  add_number(*serve, "--port", s.port, 0, 65535, "port (default 7472)");
+  serve->add_flag("--once", s.once, "exit after the first sender");
+  send->add_option_function<std::string>(
+          "TARGET", [&s](const std::string& v) { parse_target(v, s); },
+          "HOST, HOST:PORT or [V6]:PORT")
+      ->required()
+      ->type_name("HOST[:PORT]");
+  send->add_option("PATH", s.paths, "files and directories to send")->required();
 }
 
 void print_rate(const char* what, std::uint64_t files, std::uint64_t bytes,
@@ -228,12 +212,10 @@ awaitable<void> send(settings s) {
 
 int main(int argc, char** argv) {
   settings s;
-  try {
-    s = parse(argc, argv);
-  } catch (const asio_rdma::cli::usage_error& e) {
-    std::cerr << "rdma_cp: " << e.what() << "\n" << usage;
-    return 2;
-  }
+  CLI::App app("", "rdma_cp");
+  describe(app, s);
+  if (auto status = asio_rdma::cli::parse(app, argc, argv))
+    return *status;
   if (auto problem = s.transfer.problem()) {
     std::cerr << "rdma_cp: " << problem << "\n";
     return 2;

@@ -29,10 +29,6 @@ using asio::use_awaitable;
 
 namespace {
 
-constexpr const char* usage =
-    "usage: rdma_echo server [--bind ADDR] [--port 7471] [--max-size BYTES]\n"
-    "       rdma_echo client HOST [--port 7471] [--count N] [--size BYTES] [--depth D]\n";
-
 struct settings {
   std::string mode;
   std::string host = "0.0.0.0";
@@ -43,39 +39,24 @@ struct settings {
   std::size_t max_size = 64 * 1024;
 };
 
-settings parse(int argc, char** argv) {
-  asio_rdma::cli::arguments args(argc, argv);
-  settings s;
-  if (args.done())
-    throw asio_rdma::cli::usage_error("missing mode (server or client)");
-  s.mode = args.next();
-  if (s.mode != "server" && s.mode != "client")
-    throw asio_rdma::cli::usage_error("unknown mode '" + s.mode + "'");
-  bool have_host = false;
-  while (!args.done()) {
-    auto arg = args.next();
-    using asio_rdma::cli::parse_number;
-    if (arg == "--port")
-      s.port = static_cast<std::uint16_t>(parse_number(arg, args.value(arg), 1, 65535));
-    else if (arg == "--bind" && s.mode == "server")
-      s.host = args.value(arg);
-    else if (arg == "--max-size" && s.mode == "server")
-      s.max_size = parse_number(arg, args.value(arg), 1, 1 << 30, true);
-    else if (arg == "--count" && s.mode == "client")
-      s.count = parse_number(arg, args.value(arg), 1, 1ull << 40);
-    else if (arg == "--size" && s.mode == "client")
-      s.size = parse_number(arg, args.value(arg), 0, 1 << 30, true);
-    else if (arg == "--depth" && s.mode == "client")
-      s.depth = static_cast<unsigned>(parse_number(arg, args.value(arg), 1, 4096));
-    else if (!arg.starts_with("--") && s.mode == "client" && !have_host) {
-      s.host = arg;
-      have_host = true;
-    } else
-      throw asio_rdma::cli::usage_error("unexpected argument '" + std::string(arg) + "'");
-  }
-  if (s.mode == "client" && !have_host)
-    throw asio_rdma::cli::usage_error("client needs a HOST");
-  return s;
+/// The command line: `server` and `client` subcommands (CLI11).
+void describe(CLI::App& app, settings& s) {
+  using asio_rdma::cli::add_number;
+  app.description("An echo server and a verifying client on asio-rdma");
+  app.require_subcommand(1);
+  auto* server = app.add_subcommand("server", "echo every message back to its sender");
+  auto* client = app.add_subcommand("client", "send messages, check every echoed byte");
+  server->callback([&s] { s.mode = "server"; });
+  client->callback([&s] { s.mode = "client"; });
+  for (auto* sub : {server, client})
+    add_number(*sub, "--port", s.port, 1, 65535, "port (default 7471)");
+  server->add_option("--bind", s.host, "address to listen on (default 0.0.0.0)");
+  add_number(*server, "--max-size", s.max_size, 1, 1 << 30,
+             "largest message (k/m/g suffixes; default 64k)", true);
+  client->add_option("HOST", s.host, "the server's address")->required();
+  add_number(*client, "--count", s.count, 1, 1ull << 40, "messages to send (default 1000)");
+  add_number(*client, "--size", s.size, 0, 1 << 30, "message size (default 4096)", true);
+  add_number(*client, "--depth", s.depth, 1, 4096, "messages in flight (default 8)");
 }
 
 // ---------------------------------------------------------------- server
@@ -86,8 +67,8 @@ awaitable<void> echo_session(asio_rdma::connection conn) {
   std::uint64_t messages = 0;
   try {
     for (;;) {
-      auto [ec, n] = co_await conn.async_receive(asio::buffer(buffer),
-                                                 asio::as_tuple(use_awaitable));
+      auto [ec, n] =
+          co_await conn.async_receive(asio::buffer(buffer), asio::as_tuple(use_awaitable));
       if (ec == asio::error::eof)
         break;
       if (ec)
@@ -193,12 +174,10 @@ awaitable<int> run_client(settings s) {
 
 int main(int argc, char** argv) {
   settings s;
-  try {
-    s = parse(argc, argv);
-  } catch (const asio_rdma::cli::usage_error& e) {
-    std::cerr << "rdma_echo: " << e.what() << "\n" << usage;
-    return 2;
-  }
+  CLI::App app("", "rdma_echo");
+  describe(app, s);
+  if (auto status = asio_rdma::cli::parse(app, argc, argv))
+    return *status;
   asio::io_context io;
   int status = 0;
   asio::signal_set signals(io, SIGINT, SIGTERM);

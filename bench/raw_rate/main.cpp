@@ -7,6 +7,8 @@
 #include "blaster.hpp"
 #include "namespaces.hpp"
 
+#include "cli.hpp"
+
 #include <asio_rdma/raw_socket.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -41,25 +43,14 @@ struct settings {
   std::uint16_t port = 9000;
 };
 
-settings parse(int argc, char** argv) {
-  settings s;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc)
-      throw std::invalid_argument("missing value after " + flag);
-    const std::string value = argv[i + 1];
-    if (flag == "--duration")
-      s.duration = std::stod(value);
-    else if (flag == "--payload")
-      s.payload = std::stoul(value);
-    else if (flag == "--receive-buffers")
-      s.receive_buffers = std::stoul(value);
-    else
-      throw std::invalid_argument("unknown option " + flag);
-  }
-  if (!(s.duration >= 0.5 && s.duration <= 600) || s.payload < 18 || s.payload > 1472)
-    throw std::invalid_argument("--duration 0.5..600, --payload 18..1472");
-  return s;
+void describe(CLI::App& app, settings& s) {
+  app.description("Receive rate of a raw_socket against tcpdump on a veth pair (needs root)");
+  app.add_option("--duration", s.duration, "seconds of traffic (default 5)")
+      ->check(CLI::Range(0.5, 600.0));
+  asio_rdma::cli::add_number(app, "--payload", s.payload, 18, 1472,
+                             "UDP payload bytes (default 18: a 60-byte frame)");
+  asio_rdma::cli::add_number(app, "--receive-buffers", s.receive_buffers, 1, 1 << 20,
+                             "the raw socket's receive buffers (default 4096)");
 }
 
 // tcpdump in the receiving namespace, its stderr (the statistics) read back at the end.
@@ -155,8 +146,12 @@ private:
 } // namespace
 
 int main(int argc, char** argv) {
+  settings s;
+  CLI::App app("", "raw_rate");
+  describe(app, s);
+  if (auto status = asio_rdma::cli::parse(app, argc, argv))
+    return *status;
   try {
-    const settings s = parse(argc, argv);
     raw_rate::veth_namespaces net;
     const std::string filter = "udp dst port " + std::to_string(s.port);
 

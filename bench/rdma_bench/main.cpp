@@ -21,16 +21,10 @@ namespace asio = boost::asio;
 
 int main(int argc, char** argv) {
   rdma_bench::settings s;
-  try {
-    s = rdma_bench::parse_command_line(argc, argv);
-  } catch (const asio_rdma::cli::usage_error& e) {
-    std::cerr << "rdma_bench: " << e.what() << "\n" << rdma_bench::usage;
-    return 2;
-  }
-  if (s.role == "help") {
-    std::cout << rdma_bench::usage;
-    return 0;
-  }
+  CLI::App app("", "rdma_bench");
+  rdma_bench::describe(app, s);
+  if (auto status = asio_rdma::cli::parse(app, argc, argv))
+    return *status;
   try {
     if (s.raw_verbs)
       return s.role == "server" ? rdma_bench::raw::serve(s) : rdma_bench::raw::run_client(s);

@@ -2,6 +2,8 @@
 
 #include "cli.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <cmath>
 #include <stdexcept>
 
@@ -9,29 +11,6 @@ namespace rdma_bench {
 
 using asio_rdma::cli::parse_number;
 using asio_rdma::cli::usage_error;
-
-const char* const usage =
-    "usage: rdma_bench server [--bind ADDR] [--port 7472] [--raw-verbs]\n"
-    "       rdma_bench client HOST [options]\n"
-    "client options:\n"
-    "  --op send|write|write_imm|read|fetch_add|compare_swap   (default send)\n"
-    "  --mode bw|lat          bandwidth/message rate, or ping-pong latency (default bw)\n"
-    "  --size BYTES           message size (k/m/g suffixes; default 64k)\n"
-    "  --sizes A,B,...        a sweep of sizes\n"
-    "  --all                  sweep 2 bytes .. 8 MiB in powers of two\n"
-    "  --duration SECONDS     measured time per size (default 2)\n"
-    "  --iterations N         measured operations per size instead of a duration\n"
-    "  --warmup SECONDS       unmeasured time before each size (default 0.5)\n"
-    "  --depth N              operations in flight per connection (default 128)\n"
-    "  --connections N        parallel connections (default 1)\n"
-    "  --coroutines N         coroutines per connection, one operation in flight each\n"
-    "                         (default: depth; more than depth wait in the library)\n"
-    "  --completion event|busy|adaptive   how completions are waited for (default event)\n"
-    "  --bidirectional        both sides send (send bandwidth)\n"
-    "  --inline BYTES         inline threshold (default 64)\n"
-    "  --json FILE            also write the results and parameters as JSON\n"
-    "  --raw-verbs            baseline on plain ibverbs/rdmacm (needs 'server --raw-verbs')\n"
-    "  --port P, --quiet, --help\n";
 
 std::string_view name(operation op) {
   switch (op) {
@@ -107,94 +86,122 @@ std::vector<std::size_t> parse_sizes(std::string_view option, std::string_view t
 
 } // namespace
 
+void describe(CLI::App& app, settings& s) {
+  using asio_rdma::cli::add_number;
+  app.description("RDMA throughput and latency, on asio_rdma or on plain ibverbs/rdmacm "
+                  "(see docs/rdma_bench.md)");
+  app.require_subcommand(1);
+  auto* server = app.add_subcommand("server", "answer clients (all tests, any number at once)");
+  auto* client = app.add_subcommand("client", "run a test against a server");
+  server->callback([&s] { s.role = "server"; });
+  client->callback([&s] { s.role = "client"; });
+
+  for (auto* sub : {server, client}) {
+    add_number(*sub, "--port", s.port, 1, 65535, "TCP/RDMA port (default 7472)");
+    sub->add_flag("--raw-verbs", s.raw_verbs,
+                  "baseline on plain ibverbs/rdmacm (a client needs 'server --raw-verbs')");
+    sub->add_flag("--quiet", s.quiet, "no progress lines");
+  }
+  server->add_option("--bind", s.host, "address to listen on (default 0.0.0.0)");
+
+  client->add_option("HOST", s.host, "the server's address")->required();
+  client
+      ->add_option_function<std::string>(
+          "--op", [&s](const std::string& v) { s.op = parse_operation(v); },
+          "send|write|write_imm|read|fetch_add|compare_swap (default send)")
+      ->type_name("OP");
+  client
+      ->add_option_function<std::string>(
+          "--mode",
+          [&s](const std::string& v) {
+            if (v == "bw" || v == "bandwidth")
+              s.mode = test_mode::bandwidth;
+            else if (v == "lat" || v == "latency")
+              s.mode = test_mode::latency;
+            else
+              throw usage_error("--mode: '" + v + "' is not bw or lat");
+          },
+          "bw: bandwidth and message rate; lat: ping-pong latency (default bw)")
+      ->type_name("bw|lat");
+  auto* size = client->add_option_function<std::string>(
+      "--size",
+      [&s](const std::string& v) { s.sizes = {parse_number("--size", v, 1, 1u << 30, true)}; },
+      "message size (k/m/g suffixes; default 64k)");
+  size->type_name("BYTES");
+  auto* sizes = client->add_option_function<std::string>(
+      "--sizes", [&s](const std::string& v) { s.sizes = parse_sizes("--sizes", v); },
+      "a sweep of sizes");
+  sizes->type_name("A,B,...");
+  auto* all = client->add_flag_callback(
+      "--all",
+      [&s] {
+        s.sizes.clear();
+        for (std::size_t n = 2; n <= (8u << 20); n *= 2)
+          s.sizes.push_back(n);
+      },
+      "sweep 2 bytes .. 8 MiB in powers of two");
+  size->excludes(sizes)->excludes(all);
+  sizes->excludes(all);
+  client
+      ->add_option_function<std::string>(
+          "--duration",
+          [&s](const std::string& v) { s.duration = parse_seconds("--duration", v, 0.01); },
+          "measured time per size (default 2)")
+      ->type_name("SECONDS");
+  add_number(*client, "--iterations", s.iterations, 1, 1ull << 40,
+             "measured operations per size instead of a duration", true)
+      ->type_name("N");
+  client
+      ->add_option_function<std::string>(
+          "--warmup", [&s](const std::string& v) { s.warmup = parse_seconds("--warmup", v, 0); },
+          "unmeasured time before each size (default 0.5)")
+      ->type_name("SECONDS");
+  add_number(*client, "--depth", s.depth, 1, 8192,
+             "operations in flight per connection (default 128)");
+  add_number(*client, "--connections", s.connections, 1, 256, "parallel connections (default 1)");
+  add_number(*client, "--coroutines", s.coroutines, 1, 8192,
+             "coroutines per connection, one operation in flight each (default: depth; more "
+             "than depth wait in the library)");
+  client
+      ->add_option_function<std::string>(
+          "--completion",
+          [&s](const std::string& v) {
+            s.completion_given = true;
+            if (v == "event")
+              s.completion = completion_mode::event;
+            else if (v == "busy")
+              s.completion = completion_mode::busy;
+            else if (v == "adaptive")
+              s.completion = completion_mode::adaptive;
+            else
+              throw usage_error("--completion: '" + v + "' is not event, busy or adaptive");
+          },
+          "how completions are waited for (default event; busy with --raw-verbs)")
+      ->type_name("event|busy|adaptive");
+  client->add_flag("--bidirectional", s.bidirectional, "both sides send (send bandwidth)");
+  add_number(*client, "--inline", s.inline_size, 0, 1024, "inline threshold (default 64)", true);
+  client->add_option("--json", s.json_path, "also write the results and parameters as JSON")
+      ->type_name("FILE");
+
+  app.final_callback([&s] {
+    if (s.raw_verbs && !s.completion_given)
+      s.completion = completion_mode::busy; // perftest's technique
+    if (auto problem = check(s); !problem.empty())
+      throw usage_error(problem);
+  });
+}
+
 settings parse_command_line(int argc, char** argv) {
-  asio_rdma::cli::arguments args(argc, argv);
   settings s;
-  if (args.done())
-    throw usage_error("missing role (server or client)");
-  s.role = args.next();
-  if (s.role == "--help" || s.role == "-h") {
+  CLI::App app("", "rdma_bench");
+  describe(app, s);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
     s.role = "help";
-    return s;
+  } catch (const CLI::ParseError& e) {
+    throw usage_error(e.what());
   }
-  if (s.role != "server" && s.role != "client")
-    throw usage_error("unknown role '" + s.role + "' (server or client)");
-  const bool client = s.role == "client";
-  bool have_host = false;
-  while (!args.done()) {
-    auto arg = args.next();
-    if (arg == "--help" || arg == "-h") {
-      s.role = "help";
-      return s;
-    } else if (arg == "--port")
-      s.port = static_cast<std::uint16_t>(parse_number(arg, args.value(arg), 1, 65535));
-    else if (arg == "--raw-verbs")
-      s.raw_verbs = true;
-    else if (arg == "--quiet")
-      s.quiet = true;
-    else if (arg == "--bind" && !client)
-      s.host = args.value(arg);
-    else if (!client)
-      throw usage_error("unexpected server argument '" + std::string(arg) + "'");
-    else if (arg == "--op")
-      s.op = parse_operation(args.value(arg));
-    else if (arg == "--mode") {
-      auto v = args.value(arg);
-      if (v == "bw" || v == "bandwidth")
-        s.mode = test_mode::bandwidth;
-      else if (v == "lat" || v == "latency")
-        s.mode = test_mode::latency;
-      else
-        throw usage_error("--mode: '" + std::string(v) + "' is not bw or lat");
-    } else if (arg == "--size")
-      s.sizes = {parse_number(arg, args.value(arg), 1, 1u << 30, true)};
-    else if (arg == "--sizes")
-      s.sizes = parse_sizes(arg, args.value(arg));
-    else if (arg == "--all") {
-      s.sizes.clear();
-      for (std::size_t size = 2; size <= (8u << 20); size *= 2)
-        s.sizes.push_back(size);
-    } else if (arg == "--duration")
-      s.duration = parse_seconds(arg, args.value(arg), 0.01);
-    else if (arg == "--iterations")
-      s.iterations = parse_number(arg, args.value(arg), 1, 1ull << 40, true);
-    else if (arg == "--warmup")
-      s.warmup = parse_seconds(arg, args.value(arg), 0);
-    else if (arg == "--depth")
-      s.depth = static_cast<std::uint32_t>(parse_number(arg, args.value(arg), 1, 8192));
-    else if (arg == "--connections")
-      s.connections = static_cast<std::uint32_t>(parse_number(arg, args.value(arg), 1, 256));
-    else if (arg == "--coroutines")
-      s.coroutines = static_cast<std::uint32_t>(parse_number(arg, args.value(arg), 1, 8192));
-    else if (arg == "--completion") {
-      auto v = args.value(arg);
-      s.completion_given = true;
-      if (v == "event")
-        s.completion = completion_mode::event;
-      else if (v == "busy")
-        s.completion = completion_mode::busy;
-      else if (v == "adaptive")
-        s.completion = completion_mode::adaptive;
-      else
-        throw usage_error("--completion: '" + std::string(v) + "' is not event, busy or adaptive");
-    } else if (arg == "--bidirectional")
-      s.bidirectional = true;
-    else if (arg == "--inline")
-      s.inline_size = static_cast<std::uint32_t>(parse_number(arg, args.value(arg), 0, 1024));
-    else if (arg == "--json")
-      s.json_path = args.value(arg);
-    else if (!arg.starts_with("-") && !have_host) {
-      s.host = arg;
-      have_host = true;
-    } else
-      throw usage_error("unexpected argument '" + std::string(arg) + "'");
-  }
-  if (client && !have_host)
-    throw usage_error("client needs a HOST");
-  if (s.raw_verbs && !s.completion_given)
-    s.completion = completion_mode::busy; // perftest's technique
-  if (auto problem = check(s); !problem.empty())
-    throw usage_error(problem);
   return s;
 }
 

@@ -2,6 +2,8 @@
 // command line that sets it.
 #pragma once
 
+#include <CLI/App.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -59,11 +61,13 @@ struct settings {
   bool quiet = false; // no progress lines
 };
 
-/// The usage text printed after a command-line error and by --help.
-extern const char* const usage;
+/// Declares rdma_bench's subcommands (server, client) and options in `app`;
+/// parsing fills `s`, and a final check (check() below) throws
+/// asio_rdma::cli::usage_error for combinations that make no sense.
+void describe(CLI::App& app, settings& s);
 
-/// Parses argv; throws asio_rdma::cli::usage_error with a clear message.
-/// Returns a settings with role "help" for --help.
+/// Parses argv into settings (for tests); throws asio_rdma::cli::usage_error
+/// with a clear message. Returns a settings with role "help" for --help.
 settings parse_command_line(int argc, char** argv);
 
 /// Checks a combination of settings (also used by the server on what a

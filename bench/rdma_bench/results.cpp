@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 namespace rdma_bench {
@@ -44,50 +45,49 @@ void print_row(const settings& s, const result& r) {
   std::fflush(stdout);
 }
 
-namespace {
-
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20)
-      continue;
-    out += c;
-  }
-  return out + "\"";
-}
-
-} // namespace
-
 void write_json(const std::string& path, const settings& s, const std::string& device,
                 const std::vector<result>& results) {
+  using nlohmann::ordered_json;
+  ordered_json doc = {
+      {"tool", "rdma_bench"},
+      {"implementation", s.raw_verbs ? "raw-verbs" : "asio_rdma"},
+      {"device", device},
+      {"parameters",
+       {{"op", name(s.op)},
+        {"mode", name(s.mode)},
+        {"host", s.host},
+        {"port", s.port},
+        {"duration_s", s.duration},
+        {"iterations", s.iterations},
+        {"warmup_s", s.warmup},
+        {"depth", s.depth},
+        {"connections", s.connections},
+        {"coroutines", s.coroutines},
+        {"completion", name(s.completion)},
+        {"bidirectional", s.bidirectional},
+        {"inline", s.inline_size}}},
+      {"results", ordered_json::array()},
+  };
+  for (const auto& r : results) {
+    ordered_json row = {{"bytes", r.size},
+                        {"iterations", r.iterations},
+                        {"seconds", r.seconds},
+                        {"gbps", r.gbps()},
+                        {"mmsg_per_s", r.mmsgs()}};
+    if (s.mode == test_mode::latency) {
+      row["lat_min_us"] = r.quantile(0);
+      row["lat_p50_us"] = r.quantile(0.5);
+      row["lat_p99_us"] = r.quantile(0.99);
+      row["lat_p999_us"] = r.quantile(0.999);
+      row["lat_max_us"] = r.quantile(1);
+    }
+    doc["results"].push_back(std::move(row));
+  }
   std::ofstream out(path);
   if (!out)
     throw std::runtime_error("cannot write " + path);
-  out << "{\n  \"tool\": \"rdma_bench\",\n  \"implementation\": "
-      << quoted(s.raw_verbs ? "raw-verbs" : "asio_rdma") << ",\n  \"device\": " << quoted(device)
-      << ",\n  \"parameters\": {\"op\": " << quoted(std::string(name(s.op)))
-      << ", \"mode\": " << quoted(std::string(name(s.mode))) << ", \"host\": " << quoted(s.host)
-      << ", \"port\": " << s.port << ", \"duration_s\": " << s.duration
-      << ", \"iterations\": " << s.iterations << ", \"warmup_s\": " << s.warmup
-      << ", \"depth\": " << s.depth << ", \"connections\": " << s.connections
-      << ", \"coroutines\": " << s.coroutines
-      << ", \"completion\": " << quoted(std::string(name(s.completion)))
-      << ", \"bidirectional\": " << (s.bidirectional ? "true" : "false")
-      << ", \"inline\": " << s.inline_size << "},\n  \"results\": [";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
-    out << (i ? ",\n" : "\n") << "    {\"bytes\": " << r.size
-        << ", \"iterations\": " << r.iterations << ", \"seconds\": " << r.seconds
-        << ", \"gbps\": " << r.gbps() << ", \"mmsg_per_s\": " << r.mmsgs();
-    if (s.mode == test_mode::latency)
-      out << ", \"lat_min_us\": " << r.quantile(0) << ", \"lat_p50_us\": " << r.quantile(0.5)
-          << ", \"lat_p99_us\": " << r.quantile(0.99) << ", \"lat_p999_us\": " << r.quantile(0.999)
-          << ", \"lat_max_us\": " << r.quantile(1);
-    out << "}";
-  }
-  out << "\n  ]\n}\n";
+  // Bytes that are not UTF-8 (a device or host name) are replaced, not thrown.
+  out << doc.dump(2, ' ', false, ordered_json::error_handler_t::replace) << '\n';
   if (!out.flush())
     throw std::runtime_error("cannot write " + path);
 }

@@ -34,6 +34,7 @@ struct acceptor_options {
 /// asio::error::operation_aborted. Connections already accepted live on.
 class acceptor {
 public:
+  /// The type of the executor that runs handlers by default.
   using executor_type = boost::asio::any_io_executor;
 
   /// An acceptor that does not listen yet.
@@ -41,19 +42,24 @@ public:
   /// Listens on `address`:`port` (see listen()); throws boost::system::system_error.
   acceptor(const executor_type& ex, const std::string& address, std::uint16_t port,
            const acceptor_options& options = {});
+  /// Move constructor: takes over the resources of the object moved from, which is left empty.
   acceptor(acceptor&&) noexcept;
+  /// Move assignment: releases what this object holds, then takes over what the other one held.
   acceptor& operator=(acceptor&&) noexcept;
   ~acceptor();
 
+  /// The executor that runs handlers by default.
   executor_type get_executor() const { return ex_; }
 
   /// Binds to `address` ("0.0.0.0" or "::" for all RDMA devices) and `port`
   /// (0 picks a free port; see local_endpoint()) and starts listening.
   void listen(const std::string& address, std::uint16_t port,
               const acceptor_options& options = {});
+  /// As the overload above, reporting failure through `ec` instead of throwing.
   void listen(const std::string& address, std::uint16_t port, const acceptor_options& options,
               error_code& ec);
 
+  /// True while listening.
   bool is_open() const noexcept;
   /// The address and port listened on.
   boost::asio::ip::tcp::endpoint local_endpoint() const;

@@ -27,24 +27,33 @@ public:
   /// `count` buffers of `buffer_size` bytes each, registered on the
   /// connection's device with `flags`. Throws boost::system::system_error.
   buffer_pool(const connection& conn, std::size_t buffer_size, std::size_t count, access flags);
+  /// As the overload above, reporting failure through `ec` instead of throwing.
   buffer_pool(const connection& conn, std::size_t buffer_size, std::size_t count, access flags,
               error_code& ec);
+  /// Move constructor: takes over the resources of the object moved from, which is left empty.
   buffer_pool(buffer_pool&&) noexcept = default;
+  /// Move assignment: releases what this object holds, then takes over what the other one held.
   buffer_pool& operator=(buffer_pool&&) noexcept = default;
 
   /// A free buffer, or nothing if all are leased.
   std::optional<lease> try_acquire() noexcept;
 
+  /// The size of each buffer in bytes.
   std::size_t buffer_size() const noexcept { return buffer_size_; }
+  /// The number of buffers in the pool.
   std::size_t capacity() const noexcept { return free_.capacity(); }
+  /// The number of buffers not leased now.
   std::size_t available() const noexcept { return free_.size(); }
+  /// The one memory region all buffers are slices of.
   const memory_region& region() const noexcept { return region_; }
 
   /// One buffer of the pool; returns itself to the pool when destroyed.
   class lease {
   public:
+    /// Move constructor: takes over the resources of the object moved from, which is left empty.
     lease(lease&& other) noexcept
         : pool_(std::exchange(other.pool_, nullptr)), index_(other.index_) {}
+    /// Move assignment: releases what this object holds, then takes over what the other one held.
     lease& operator=(lease&& other) noexcept {
       if (this != &other) {
         release();
@@ -57,6 +66,7 @@ public:
     lease& operator=(const lease&) = delete;
     ~lease() { release(); }
 
+    /// The leased buffer (buffer_size() bytes of the pool's region).
     std::span<std::byte> data() const noexcept {
       return pool_->region_.data().subspan(index_ * pool_->buffer_size_, pool_->buffer_size_);
     }

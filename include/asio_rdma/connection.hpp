@@ -64,6 +64,7 @@ struct received_message {
 /// receives of max_message_size bytes can talk to it.
 class connection {
 public:
+  /// The type of the executor that runs handlers by default.
   using executor_type = boost::asio::any_io_executor;
 
   /// A connection that is not open; every operation fails with
@@ -71,6 +72,7 @@ public:
   connection() noexcept;
   /// Wraps an established connection (used by async_connect and acceptors).
   explicit connection(std::shared_ptr<detail::connection_impl> impl) noexcept;
+  /// Move constructor: takes over the resources of the object moved from, which is left empty.
   connection(connection&&) noexcept;
   /// Closes this connection (see close()) and takes over `other`'s.
   connection& operator=(connection&& other) noexcept;
@@ -87,6 +89,7 @@ public:
 
   /// The addresses of the two ends (port: the rdma_cm port).
   boost::asio::ip::tcp::endpoint local_endpoint() const;
+  /// The peer's address and port.
   boost::asio::ip::tcp::endpoint remote_endpoint() const;
 
   /// The private data the peer sent in its connect request (acceptor side) or
@@ -139,6 +142,7 @@ public:
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_send(const local_buffer& buffer, CompletionToken&& token = {});
   template <typename CompletionToken = boost::asio::deferred_t>
+  /// As above, with a gather/scatter list of local buffers (at most options().max_send_sge).
   auto async_send(std::span<const local_buffer> buffers, CompletionToken&& token = {});
 
   /// RDMA write: copies `local` (one buffer or a gather list) into the peer's
@@ -156,6 +160,7 @@ public:
   auto async_write(const local_buffer& local, const remote_buffer& remote,
                    CompletionToken&& token = {});
   template <typename CompletionToken = boost::asio::deferred_t>
+  /// As above, with a gather/scatter list of local buffers (at most options().max_send_sge).
   auto async_write(std::span<const local_buffer> local, const remote_buffer& remote,
                    CompletionToken&& token = {});
 
@@ -175,6 +180,7 @@ public:
   auto async_read(const local_buffer& local, const remote_buffer& remote,
                   CompletionToken&& token = {});
   template <typename CompletionToken = boost::asio::deferred_t>
+  /// As above, with a gather/scatter list of local buffers (at most options().max_send_sge).
   auto async_read(std::span<const local_buffer> local, const remote_buffer& remote,
                   CompletionToken&& token = {});
 
@@ -251,7 +257,9 @@ public:
 
   /// The underlying verbs objects, for what the library does not wrap.
   rdma_cm_id* native_handle() const noexcept;
+  /// The queue pair (owned by the connection).
   ibv_qp* native_queue_pair() const noexcept;
+  /// The protection domain of the connection's device (for memory_region).
   ibv_pd* native_protection_domain() const noexcept;
 
   /// The implementation (for library internals).

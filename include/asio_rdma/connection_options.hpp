@@ -35,6 +35,8 @@ struct connection_options {
   /// Outstanding RDMA reads and atomics this side may issue / accept
   /// (clamped to what the device supports).
   std::uint8_t initiator_depth = 16;
+  /// Incoming RDMA reads and atomics the peer may have outstanding at once
+  /// (clamped to what the device supports).
   std::uint8_t responder_resources = 16;
   /// Time allowed for address/route resolution and the connection handshake
   /// (connect and accept), and for async_disconnect.
@@ -89,8 +91,11 @@ struct connection_options {
   /// Optional local address to bind before resolving (empty: any).
   std::string source_address;
 
+  /// Most private data a connect request carries (bytes).
   static constexpr std::size_t max_connect_private_data = 56;
+  /// Most private data an accept reply carries (bytes).
   static constexpr std::size_t max_accept_private_data = 196;
+  /// Most private data a rejection carries (bytes).
   static constexpr std::size_t max_reject_private_data = 148;
   /// Upper bound on max_message_size (1 GiB): RC allows 2 GiB, but every
   /// receive buffer is max_message_size bytes of registered memory.

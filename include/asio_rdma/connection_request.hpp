@@ -29,8 +29,11 @@ void start_accept_request_as_connection(pending_request_ptr request,
 class connection_request {
 public:
   connection_request() noexcept;
+  /// Takes over a request from the acceptor (used by the library).
   explicit connection_request(detail::pending_request_ptr request) noexcept;
+  /// Move constructor: takes over the resources of the object moved from, which is left empty.
   connection_request(connection_request&&) noexcept;
+  /// Move assignment: releases what this object holds, then takes over what the other one held.
   connection_request& operator=(connection_request&&) noexcept;
   ~connection_request();
 
@@ -68,6 +71,7 @@ public:
   /// Rejects the request, sending `private_data` (at most 148 bytes) with the
   /// rejection; the requester's async_connect fails with errc::rejected.
   void reject(std::span<const std::byte> private_data = {});
+  /// As the overload above, reporting failure through `ec` instead of throwing.
   void reject(std::span<const std::byte> private_data, error_code& ec);
 
 private:

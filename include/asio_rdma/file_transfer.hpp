@@ -41,8 +41,11 @@ struct file_transfer_options {
   /// and the operation fails with asio::error::timed_out.
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
 
+  /// Smallest buffer_size accepted (bytes).
   static constexpr std::size_t min_buffer_size = 512;
+  /// Largest buffer_size accepted (256 MiB).
   static constexpr std::size_t max_buffer_size = std::size_t(256) << 20;
+  /// Largest depth accepted (chunks in flight).
   static constexpr std::uint16_t max_depth = 256;
 
   /// Names the first option that is out of range, or returns nullptr.
@@ -155,9 +158,11 @@ struct received_file {
   std::filesystem::path path;
   /// The relative name the sender gave.
   std::string name;
+  /// Its size in bytes (0 for a directory).
   std::uint64_t size = 0;
   /// Permission bits applied (the sender's, masked with 0777).
   std::uint32_t mode = 0;
+  /// True if it is a directory.
   bool directory = false;
 };
 
@@ -218,6 +223,7 @@ void start_run(const std::shared_ptr<file_receiver_impl>& impl, session_callback
 /// stop()).
 class file_receiver {
 public:
+  /// The type of the executor that runs handlers by default.
   using executor_type = boost::asio::any_io_executor;
 
   /// Listens on `address`:`port` (port 0: a free one, see local_endpoint())
@@ -226,13 +232,16 @@ public:
   /// boost::system::errc::not_a_directory (ENOTDIR), or the listener's errors).
   file_receiver(const executor_type& ex, const std::string& address, std::uint16_t port,
                 const std::filesystem::path& directory, file_receiver_options options = {});
+  /// Move constructor: takes over the resources of the object moved from, which is left empty.
   file_receiver(file_receiver&&) noexcept;
+  /// Move assignment: releases what this object holds, then takes over what the other one held.
   file_receiver& operator=(file_receiver&&) noexcept;
   file_receiver(const file_receiver&) = delete;
   file_receiver& operator=(const file_receiver&) = delete;
   /// Calls stop().
   ~file_receiver();
 
+  /// The executor that runs handlers by default.
   executor_type get_executor() const noexcept { return ex_; }
   /// The address and port listened on.
   boost::asio::ip::tcp::endpoint local_endpoint() const;
@@ -244,6 +253,7 @@ public:
   /// served keeps the size it was accepted with, for all its transfers.
   /// errc::invalid_option (and nothing changes) if out of range.
   void set_buffer_size(std::size_t buffer_size, error_code& ec);
+  /// As above; throws boost::system::system_error instead.
   void set_buffer_size(std::size_t buffer_size);
 
   /// Accepts one connection and serves it until the sender disconnects.

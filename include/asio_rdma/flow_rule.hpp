@@ -16,8 +16,10 @@ namespace asio_rdma {
 
 /// A 48-bit Ethernet (MAC) address, in wire order.
 struct mac_address {
+  /// The six bytes, first on the wire first.
   std::array<std::uint8_t, 6> bytes{};
 
+  /// Equal if all six bytes are.
   friend bool operator==(const mac_address&, const mac_address&) = default;
 
   /// True for group (multicast and broadcast) addresses: the low bit of the first byte.
@@ -56,9 +58,13 @@ enum class ip_protocol : std::uint8_t {
 
 /// Well-known ethertypes, for convenience.
 namespace ethertype {
+/// IPv4.
 inline constexpr std::uint16_t ipv4 = 0x0800;
+/// ARP.
 inline constexpr std::uint16_t arp = 0x0806;
+/// 802.1Q VLAN tag.
 inline constexpr std::uint16_t vlan = 0x8100;
+/// IPv6.
 inline constexpr std::uint16_t ipv6 = 0x86dd;
 } // namespace ethertype
 
@@ -74,16 +80,26 @@ inline constexpr std::uint16_t ipv6 = 0x86dd;
 /// A multicast `ipv4_destination` (224.0.0.0/4) makes raw_socket::add_flow / set_flow join
 /// that group on the interface for as long as the rule is installed.
 struct flow_rule {
+  /// The frame's destination MAC address.
   std::optional<mac_address> destination_mac;
+  /// The frame's source MAC address.
   std::optional<mac_address> source_mac;
+  /// The ethertype (after a VLAN tag, if any).
   std::optional<std::uint16_t> ethertype;
+  /// The 12-bit VLAN identifier of a tagged frame.
   std::optional<std::uint16_t> vlan_id;
+  /// The IPv4 source address.
   std::optional<boost::asio::ip::address_v4> ipv4_source;
+  /// The IPv4 destination address (a multicast group joins it).
   std::optional<boost::asio::ip::address_v4> ipv4_destination;
+  /// The IPv4 protocol (TCP or UDP for port matches).
   std::optional<ip_protocol> protocol;
+  /// The TCP or UDP source port (needs `protocol`).
   std::optional<std::uint16_t> source_port;
+  /// The TCP or UDP destination port (needs `protocol`).
   std::optional<std::uint16_t> destination_port;
 
+  /// Equal if every field is.
   friend bool operator==(const flow_rule&, const flow_rule&) = default;
 };
 

@@ -39,9 +39,13 @@ constexpr bool has(access set, access flag) noexcept {
 /// which checks the bounds; an out-of-bounds slice is remembered, and any
 /// operation given it fails with errc::out_of_bounds before posting.
 struct local_buffer {
+  /// First byte (inside a registered region).
   std::byte* data = nullptr;
+  /// Length in bytes.
   std::uint32_t length = 0;
+  /// The region's local key.
   std::uint32_t lkey = 0;
+  /// False if the slice it was made from was out of bounds.
   bool in_bounds = true;
 };
 
@@ -59,30 +63,43 @@ public:
   /// Registers existing memory `buffer` (libiwarp's iw_lmr_register).
   /// Throws boost::system::system_error.
   memory_region(const connection& conn, std::span<std::byte> buffer, access flags);
+  /// As the overload above, reporting failure through `ec` instead of throwing.
   memory_region(const connection& conn, std::span<std::byte> buffer, access flags,
                 error_code& ec);
   /// Allocates `size` zeroed, page-aligned bytes and registers them
   /// (libiwarp's iw_lmr_create). Throws boost::system::system_error.
   memory_region(const connection& conn, std::size_t size, access flags);
+  /// As the overload above, reporting failure through `ec` instead of throwing.
   memory_region(const connection& conn, std::size_t size, access flags, error_code& ec);
   /// The same, on an explicit protection domain (e.g. from a connection's
   /// native_protection_domain(), or your own verbs code). `pd` must outlive
   /// the region.
   memory_region(ibv_pd* pd, std::span<std::byte> buffer, access flags, error_code& ec);
+  /// As the overload above, reporting failure through `ec` instead of throwing.
   memory_region(ibv_pd* pd, std::size_t size, access flags, error_code& ec);
 
+  /// Move constructor: takes over the resources of the object moved from, which is left empty.
   memory_region(memory_region&&) noexcept;
+  /// Move assignment: releases what this object holds, then takes over what the other one held.
   memory_region& operator=(memory_region&&) noexcept;
   ~memory_region();
 
+  /// True if the region holds registered memory (not default-constructed or moved from).
   bool is_registered() const noexcept { return mr_ != nullptr; }
+  /// The registered bytes.
   std::span<std::byte> data() const noexcept { return {data_, size_}; }
+  /// Their number.
   std::size_t size() const noexcept { return size_; }
+  /// The access it was registered with.
   access flags() const noexcept { return flags_; }
+  /// The local key (for local_buffer).
   std::uint32_t lkey() const noexcept;
+  /// The remote key the peer needs (see remote()).
   std::uint32_t rkey() const noexcept;
+  /// The verbs memory region (owned by this object).
   ibv_mr* native_handle() const noexcept { return mr_; }
 
+  /// As a length: up to the end of the region.
   static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
 
   /// [offset, offset + length) of the region as a local buffer (length npos:

@@ -89,8 +89,11 @@ struct raw_caps {
   bool vlan_tag_in_data = false;
   /// The sizes the socket was opened with.
   std::size_t send_buffers = 0;
+  /// Receive buffers.
   std::size_t receive_buffers = 0;
+  /// Largest frame in bytes.
   std::size_t max_packet_size = 0;
+  /// Most flow rules installed at once.
   std::size_t max_flows = 0;
 };
 
@@ -130,19 +133,27 @@ struct received_packet {
 /// afterwards only frees that memory.
 class receive_batch {
 public:
+  /// The element type.
   using value_type = received_packet;
+  /// Iterates over the packets.
   using const_iterator = const received_packet*;
 
   receive_batch() noexcept = default;
+  /// Move constructor: takes over the resources of the object moved from, which is left empty.
   receive_batch(receive_batch&& other) noexcept = default;
+  /// Move assignment: releases what this object holds, then takes over what the other one held.
   receive_batch& operator=(receive_batch&& other) noexcept;
   ~receive_batch() { release(); }
 
   /// Number of packets (never 0 for a batch from a successful async_receive).
   std::size_t size() const noexcept { return packets_.size(); }
+  /// True if it holds no packet.
   bool empty() const noexcept { return packets_.empty(); }
+  /// The i-th packet (i < size()).
   const received_packet& operator[](std::size_t i) const noexcept { return packets_[i]; }
+  /// The first packet.
   const_iterator begin() const noexcept { return packets_.data(); }
+  /// Past the last packet.
   const_iterator end() const noexcept { return packets_.data() + packets_.size(); }
 
   /// Hands the buffers back to the socket; the batch becomes empty. Idempotent.
@@ -172,19 +183,29 @@ struct send_packet {
 /// asio::error::bad_descriptor).
 class send_batch {
 public:
+  /// The element type.
   using value_type = send_packet;
+  /// Iterates over the packets.
   using iterator = send_packet*;
 
   send_batch() noexcept = default;
+  /// Move constructor: takes over the resources of the object moved from, which is left empty.
   send_batch(send_batch&& other) noexcept = default;
+  /// Move assignment: releases what this object holds, then takes over what the other one held.
   send_batch& operator=(send_batch&& other) noexcept;
   ~send_batch() { release(); }
 
+  /// Number of packets to fill and send.
   std::size_t size() const noexcept { return packets_.size(); }
+  /// True if it holds no packet.
   bool empty() const noexcept { return packets_.empty(); }
+  /// The i-th packet, to fill in (i < size()).
   send_packet& operator[](std::size_t i) noexcept { return packets_[i]; }
+  /// The i-th packet (i < size()).
   const send_packet& operator[](std::size_t i) const noexcept { return packets_[i]; }
+  /// The first packet.
   iterator begin() noexcept { return packets_.data(); }
+  /// Past the last packet.
   iterator end() noexcept { return packets_.data() + packets_.size(); }
 
   /// Keeps the first `n` packets and returns the others' buffers unsent (for a batch that was
@@ -206,7 +227,9 @@ private:
 class flow_handle {
 public:
   flow_handle() noexcept = default;
+  /// Move constructor: takes over the resources of the object moved from, which is left empty.
   flow_handle(flow_handle&& other) noexcept;
+  /// Move assignment: releases what this object holds, then takes over what the other one held.
   flow_handle& operator=(flow_handle&& other) noexcept;
   ~flow_handle();
 
@@ -240,6 +263,7 @@ private:
 /// completes with asio::error::already_started.
 class raw_socket {
 public:
+  /// The type of the executor that runs handlers by default.
   using executor_type = boost::asio::any_io_executor;
 
   /// Use as async_receive's timeout to wait without limit.
@@ -258,11 +282,15 @@ public:
 
   /// A closed socket.
   raw_socket() noexcept;
+  /// Move constructor: takes over the resources of the object moved from, which is left empty.
   raw_socket(raw_socket&& other) noexcept;
+  /// Move assignment: releases what this object holds, then takes over what the other one held.
   raw_socket& operator=(raw_socket&& other) noexcept;
   ~raw_socket();
 
+  /// True between open() and close().
   bool is_open() const noexcept;
+  /// The executor that runs handlers by default.
   executor_type get_executor() const noexcept { return executor_; }
 
   /// The backend's capabilities and the socket's sizes. Requires is_open().
@@ -273,6 +301,7 @@ public:
   mac_address interface_mac() const;
   /// The interface's name and index. Require is_open().
   const std::string& interface_name() const;
+  /// The interface index (if_nametoindex).
   unsigned interface_index() const;
 
   /// Completes the outstanding operations with operation_aborted, removes the flow rules and
@@ -286,15 +315,18 @@ public:
   /// errc::too_many_flows when all max_flows slots are used, errc::invalid_option for a rule
   /// normalize() rejects, or the OS / verbs error. A multicast ipv4_destination joins the group.
   flow_handle add_flow(const flow_rule& rule);
+  /// As the overload above, reporting failure through `ec` instead of throwing.
   flow_handle add_flow(const flow_rule& rule, error_code& ec);
 
   /// Installs `rule` in slot `index` (0..max_flows-1, else errc::too_many_flows), replacing
   /// the rule there without a gap. A flow_handle for the replaced rule becomes inactive.
   void set_flow(std::size_t index, const flow_rule& rule);
+  /// As the overload above, reporting failure through `ec` instead of throwing.
   void set_flow(std::size_t index, const flow_rule& rule, error_code& ec);
 
   /// Removes the rule in slot `index` (nothing when empty) and leaves its multicast group.
   void clear_flow(std::size_t index);
+  /// As the overload above, reporting failure through `ec` instead of throwing.
   void clear_flow(std::size_t index, error_code& ec);
 
   /// Receives between 1 and `max_packets` frames matching the installed rules.

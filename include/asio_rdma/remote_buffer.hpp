@@ -17,13 +17,17 @@ namespace asio_rdma {
 /// typically in a message (connection::async_send_remote_buffer) or in the
 /// connection's private data.
 struct remote_buffer {
+  /// The peer's virtual address of the first byte.
   std::uint64_t address = 0;
+  /// The remote key of the peer's memory region.
   std::uint32_t rkey = 0;
+  /// Length in bytes.
   std::uint64_t length = 0;
 
   /// Size of the encoding: version byte (1), 3 zero bytes, rkey (4 bytes),
   /// address (8), length (8); integers in network byte order.
   static constexpr std::size_t encoded_size = 24;
+  /// The version byte of the encoding.
   static constexpr std::uint8_t encoding_version = 1;
 
   /// The part [offset, offset + length) of this buffer. If it does not lie
@@ -36,6 +40,7 @@ struct remote_buffer {
     return {address + offset, rkey, size};
   }
 
+  /// The 24-byte encoding described at encoded_size.
   std::array<std::byte, encoded_size> encode() const noexcept;
 
   /// Decodes an advertisement. errc::protocol_error if it is shorter than
@@ -43,6 +48,7 @@ struct remote_buffer {
   /// bytes; the result is then value-initialised.
   static remote_buffer decode(std::span<const std::byte> bytes, error_code& ec) noexcept;
 
+  /// Equal if address, rkey and length are.
   friend bool operator==(const remote_buffer&, const remote_buffer&) = default;
 };
 

@@ -27,7 +27,9 @@ struct shared_queue_options {
   /// Entries of the shared completion queue: at least the sum of the
   /// connections' send queue depths plus receive_queue_depth.
   std::uint32_t completion_queue_size = 16384;
+  /// How completions of the shared completion queue are noticed (see completion_mode).
   asio_rdma::completion_mode completion_mode = asio_rdma::completion_mode::event;
+  /// completion_mode::adaptive: how long to poll before waiting for an event.
   std::chrono::microseconds adaptive_spin = std::chrono::microseconds(200);
 
   /// Names the first option out of range, or nullptr.
@@ -59,11 +61,15 @@ class shared_queues {
 public:
   /// No shared queues (each connection has its own).
   shared_queues() noexcept = default;
+  /// Creates a shared completion queue and shared receive queue on the
+  /// io_context of `ex`; throws boost::system::system_error.
   shared_queues(const boost::asio::any_io_executor& ex, const shared_queue_options& options = {});
 
+  /// True if there are shared queues.
   explicit operator bool() const noexcept { return impl_ != nullptr; }
   /// Connections currently using the queues.
   std::size_t connections() const noexcept;
+  /// The implementation (used by the library).
   const std::shared_ptr<detail::shared_queues_impl>& impl() const noexcept { return impl_; }
 
 private:

@@ -1,32 +1,27 @@
-// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), table-driven,
-// slicing by one byte: checks every chunk of a transfer end to end.
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): checks every chunk
+// of a transfer end to end. ISA-L's crc32_iscsi picks the fastest code for
+// this CPU at run time (the SSE4.2 crc32 instruction on three streams at
+// once, PCLMULQDQ folding). It neither inverts its input nor its output: the
+// standard CRC-32C is ~crc32_iscsi(data, ~crc).
 #include <asio_rdma/detail/file_protocol.hpp>
 
-#include <array>
+#include <isa-l/crc.h>
+
+#include <algorithm>
+#include <climits>
 
 namespace asio_rdma::detail::file_protocol {
 
-namespace {
-
-constexpr std::array<std::uint32_t, 256> make_table() noexcept {
-  std::array<std::uint32_t, 256> table{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k)
-      c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
-
-constexpr auto table = make_table();
-
-} // namespace
-
 std::uint32_t crc32c(std::uint32_t crc, std::span<const std::byte> data) noexcept {
   crc = ~crc;
-  for (std::byte b : data)
-    crc = table[(crc ^ std::to_integer<std::uint32_t>(b)) & 0xff] ^ (crc >> 8);
+  // crc32_iscsi takes an int length and a non-const pointer it only reads.
+  constexpr std::size_t max_piece = std::size_t(1) << 30;
+  while (!data.empty()) {
+    std::size_t n = std::min(data.size(), max_piece);
+    auto* p = reinterpret_cast<unsigned char*>(const_cast<std::byte*>(data.data()));
+    crc = crc32_iscsi(p, static_cast<int>(n), crc);
+    data = data.subspan(n);
+  }
   return ~crc;
 }
 
