@@ -65,6 +65,11 @@ void cm_channel::drain() {
         std::memcpy(ev.private_data.data(), conn.private_data, ev.private_data_len);
       }
     }
+    if (raw->id && raw->id->ps == RDMA_PS_UDP && raw->event == RDMA_CM_EVENT_ESTABLISHED) {
+      ev.ud_qp_num = raw->param.ud.qp_num;
+      ev.ud_qkey = raw->param.ud.qkey;
+      ev.ud_ah_attr = raw->param.ud.ah_attr;
+    }
     // For a connect request the new id still carries the listener's context.
     auto* target = static_cast<cm_event_target*>(raw->id ? raw->id->context : nullptr);
     ::rdma_ack_cm_event(raw);
