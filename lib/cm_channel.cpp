@@ -65,7 +65,8 @@ void cm_channel::drain() {
         std::memcpy(ev.private_data.data(), conn.private_data, ev.private_data_len);
       }
     }
-    if (raw->id && raw->id->ps == RDMA_PS_UDP && raw->event == RDMA_CM_EVENT_ESTABLISHED) {
+    if (raw->id && raw->id->ps == RDMA_PS_UDP &&
+        (raw->event == RDMA_CM_EVENT_ESTABLISHED || raw->event == RDMA_CM_EVENT_MULTICAST_JOIN)) {
       ev.ud_qp_num = raw->param.ud.qp_num;
       ev.ud_qkey = raw->param.ud.qkey;
       ev.ud_ah_attr = raw->param.ud.ah_attr;

@@ -28,7 +28,8 @@ struct cm_event {
   std::uint8_t responder_resources = 0;
   std::uint8_t private_data_len = 0;
   std::array<std::byte, 256> private_data{};
-  // RDMA_PS_UDP ids: the peer's queue pair and the path to it (ESTABLISHED).
+  // RDMA_PS_UDP ids: the peer's (or multicast group's) queue pair and the
+  // path to it (ESTABLISHED, MULTICAST_JOIN).
   std::uint32_t ud_qp_num = 0;
   std::uint32_t ud_qkey = 0;
   ibv_ah_attr ud_ah_attr{};

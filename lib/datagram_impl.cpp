@@ -77,6 +77,24 @@ bool make_sockaddr(std::string_view text, std::uint16_t port, sockaddr_storage& 
   return true;
 }
 
+// `bound` with port 0: for ids that must sit on the socket's device.
+sockaddr_storage ephemeral(const sockaddr* bound) {
+  sockaddr_storage src{};
+  std::memcpy(&src, bound,
+              bound->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+  if (src.ss_family == AF_INET)
+    reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;
+  else
+    reinterpret_cast<sockaddr_in6*>(&src)->sin6_port = 0;
+  return src;
+}
+
+error_code from_event_status(int status) {
+  if (status < 0)
+    return error_code(-status, boost::system::system_category());
+  return errc::unreachable;
+}
+
 } // namespace
 
 /// One async_resolve: its own UDP id goes through address and route
@@ -104,14 +122,7 @@ public:
     });
     const int half = static_cast<int>(owner_.resolve_timeout_ms() / 2 + 1);
     // From the socket's address (so the same device), on an ephemeral port.
-    sockaddr_storage src{};
-    const sockaddr* bound = owner_.bound_address();
-    std::memcpy(&src, bound,
-                bound->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
-    if (src.ss_family == AF_INET)
-      reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;
-    else
-      reinterpret_cast<sockaddr_in6*>(&src)->sin6_port = 0;
+    auto src = ephemeral(owner_.bound_address());
     if (::rdma_resolve_addr(id_.get(), reinterpret_cast<sockaddr*>(&src),
                             reinterpret_cast<sockaddr*>(&dst), half) != 0)
       return finish(errc::address_resolution_failed, {});
@@ -296,6 +307,14 @@ void datagram_impl::close() noexcept {
   auto resolvers = std::move(resolvers_);
   for (auto& r : resolvers)
     r->finish(aborted, {});
+  for (auto& g : groups_) {
+    if (g->handler)
+      post_handler(g->ex, std::move(g->handler), aborted, datagram_endpoint());
+    detach(*g);
+    if (g->id)
+      ::rdma_leave_multicast(g->id.get(), reinterpret_cast<sockaddr*>(&g->address));
+  }
+  groups_.clear();
   if (qp_created_ && posted_sends_ > 0) {
     // Flush the send queue: each posted send completes (aborted) before its
     // slot's memory goes. A flush is quick; bound the wait all the same.
@@ -352,6 +371,9 @@ void datagram_impl::forget(datagram_resolver* r) {
 }
 
 void datagram_impl::on_cm_event(const cm_event& ev) {
+  for (auto& g : groups_)
+    if (g->id.get() == ev.id)
+      return on_group_event(*g, ev);
   if (ev.type != RDMA_CM_EVENT_CONNECT_REQUEST || !id_ || !id_->qp)
     return;
   // A peer resolves this socket: answer with our queue pair; the request's
@@ -604,6 +626,104 @@ void datagram_impl::cancel_receive(std::uint64_t id) {
       return;
     }
   }
+}
+
+void datagram_impl::join(const asio::any_io_executor& ex, std::string text,
+                         datagram_resolve_handler handler) {
+  auto fail = [&](error_code ec) { post_handler(ex, std::move(handler), ec, datagram_endpoint()); };
+  error_code ec;
+  auto g = std::make_unique<group>();
+  g->ip = boost::asio::ip::make_address(text, ec);
+  if (ec || !g->ip.is_multicast() || !make_sockaddr(text, 0, g->address))
+    return fail(boost::asio::error::invalid_argument);
+  for (const auto& other : groups_)
+    if (other->ip == g->ip)
+      return fail(boost::asio::error::already_connected);
+  g->id = channel_->create_id(this, RDMA_PS_UDP, ec);
+  if (ec)
+    return fail(ec);
+  auto src = ephemeral(bound_address());
+  if (::rdma_bind_addr(g->id.get(), reinterpret_cast<sockaddr*>(&src)) != 0)
+    return fail(from_errno());
+  if (::rdma_join_multicast(g->id.get(), reinterpret_cast<sockaddr*>(&g->address), g.get()) != 0)
+    return fail(from_errno());
+  g->ex = ex;
+  g->handler.swap(handler);
+  groups_.push_back(std::move(g));
+}
+
+void datagram_impl::on_group_event(group& g, const cm_event& ev) {
+  auto remove = [&] {
+    for (auto it = groups_.begin(); it != groups_.end(); ++it)
+      if (it->get() == &g) {
+        groups_.erase(it); // its id goes too: its events are acknowledged
+        return;
+      }
+  };
+  if (!g.handler)
+    return; // joined already: later events (errors) change nothing we can report
+  if (ev.type != RDMA_CM_EVENT_MULTICAST_JOIN) {
+    if (ev.type == RDMA_CM_EVENT_MULTICAST_ERROR || ev.type == RDMA_CM_EVENT_ADDR_ERROR ||
+        ev.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+      post_handler(g.ex, std::move(g.handler), from_event_status(ev.status), datagram_endpoint());
+      remove();
+    }
+    return;
+  }
+  ibv_ah_attr attr = ev.ud_ah_attr;
+  g.mgid = attr.grh.dgid;
+  g.mlid = attr.dlid;
+  error_code ec;
+  // librdmacm attaches only a queue pair that lives on the joining id; ours
+  // lives on the listening id, so attach it here (and detach on leave).
+  if (int rc = ::ibv_attach_mcast(id_->qp, &g.mgid, g.mlid))
+    ec = from_returned_errno(rc);
+  else
+    g.attached = true;
+  auto handle = std::make_shared<address_handle>();
+  handle->owner = device_;
+  if (!ec && !(handle->ah = ::ibv_create_ah(device_->pd.get(), &attr)))
+    ec = from_errno();
+  if (ec) {
+    detach(g);
+    ::rdma_leave_multicast(g.id.get(), reinterpret_cast<sockaddr*>(&g.address));
+    post_handler(g.ex, std::move(g.handler), ec, datagram_endpoint());
+    return remove();
+  }
+  datagram_endpoint ep;
+  ep.address = g.ip;
+  ep.qp_num = ev.ud_qp_num;
+  ep.qkey = ev.ud_qkey;
+  std::memcpy(ep.gid.data(), g.mgid.raw, 16);
+  ep.handle = std::move(handle);
+  post_handler(g.ex, std::move(g.handler), error_code(), std::move(ep));
+}
+
+void datagram_impl::detach(group& g) {
+  if (g.attached && id_ && id_->qp)
+    ::ibv_detach_mcast(id_->qp, &g.mgid, g.mlid);
+  g.attached = false;
+}
+
+error_code datagram_impl::leave(std::string_view text) {
+  error_code ec;
+  const auto ip = boost::asio::ip::make_address(std::string(text), ec);
+  if (ec)
+    return boost::asio::error::invalid_argument;
+  for (auto it = groups_.begin(); it != groups_.end(); ++it) {
+    auto& g = **it;
+    if (g.ip != ip)
+      continue;
+    if (g.handler)
+      post_handler(g.ex, std::move(g.handler), error_code(boost::asio::error::operation_aborted),
+                   datagram_endpoint());
+    detach(g);
+    if (::rdma_leave_multicast(g.id.get(), reinterpret_cast<sockaddr*>(&g.address)) != 0)
+      ec = from_errno();
+    groups_.erase(it);
+    return ec;
+  }
+  return boost::asio::error::not_found;
 }
 
 } // namespace asio_rdma::detail

@@ -87,6 +87,9 @@ public:
             datagram_send_handler handler);
   void receive(const mutable_buffer_array& buffers, datagram_receive_handler handler);
 
+  void join(const asio::any_io_executor& ex, std::string group, datagram_resolve_handler handler);
+  error_code leave(std::string_view group);
+
   std::uint16_t local_port() const;
   datagram_endpoint local_endpoint() const;
   std::size_t max_message_size() const { return mtu_; }
@@ -125,6 +128,21 @@ private:
     datagram_receive_handler handler;
   };
 
+  // One multicast group: its own rdma_cm id (the socket's id listens and
+  // cannot join); the queue pair is attached to the group's GID once joined.
+  struct group {
+    cm_id_ptr id;
+    sockaddr_storage address{};
+    boost::asio::ip::address ip;
+    asio::any_io_executor ex;
+    datagram_resolve_handler handler; // while joining
+    bool attached = false;
+    ibv_gid mgid{};
+    std::uint16_t mlid = 0;
+  };
+  void on_group_event(group& g, const cm_event& ev);
+  void detach(group& g);
+
   static void on_send_complete(completion_target* target, const ibv_wc& wc);
   static void on_receive_complete(completion_target* target, const ibv_wc& wc);
   void deliver();
@@ -159,6 +177,7 @@ private:
   // Reply address handles by peer GID (created on the first reply only).
   std::map<std::array<std::uint8_t, 16>, std::shared_ptr<address_handle>> replies_;
   std::vector<std::shared_ptr<datagram_resolver>> resolvers_;
+  std::vector<std::unique_ptr<group>> groups_;
 };
 
 } // namespace asio_rdma::detail

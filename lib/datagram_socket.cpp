@@ -61,6 +61,21 @@ std::size_t datagram_socket::max_message_size() const {
   return impl_ ? impl_->max_message_size() : 0;
 }
 
+void datagram_socket::leave(std::string_view group, error_code& ec) {
+  if (!impl_) {
+    ec = boost::asio::error::bad_descriptor;
+    return;
+  }
+  ec = impl_->leave(group);
+}
+
+void datagram_socket::leave(std::string_view group) {
+  error_code ec;
+  leave(group, ec);
+  if (ec)
+    throw boost::system::system_error(ec, "asio_rdma::datagram_socket::leave");
+}
+
 ibv_qp* datagram_socket::native_queue_pair() const {
   return impl_ ? impl_->qp() : nullptr;
 }
@@ -77,6 +92,15 @@ void start_datagram_resolve(const std::shared_ptr<datagram_impl>& impl,
     return post_handler(ex, std::move(handler), error_code(boost::asio::error::bad_descriptor),
                         datagram_endpoint());
   impl->resolve(ex, std::move(host), port, std::move(handler));
+}
+
+void start_datagram_join(const std::shared_ptr<datagram_impl>& impl,
+                         const boost::asio::any_io_executor& ex, std::string group,
+                         datagram_resolve_handler handler) {
+  if (!impl)
+    return post_handler(ex, std::move(handler), error_code(boost::asio::error::bad_descriptor),
+                        datagram_endpoint());
+  impl->join(ex, std::move(group), std::move(handler));
 }
 
 void start_datagram_send(const std::shared_ptr<datagram_impl>& impl,

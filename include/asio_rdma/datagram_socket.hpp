@@ -147,6 +147,26 @@ public:
   requires boost::asio::is_mutable_buffer_sequence<MutableBufferSequence>::value auto
   async_receive_from(const MutableBufferSequence& buffers, CompletionToken&& token = {});
 
+  /// Joins the multicast group `group` (a numeric IPv4 or IPv6 multicast
+  /// address, e.g. "239.1.2.3") through rdma_cm, as rdma-core's mckey does,
+  /// and attaches this socket's queue pair to it: datagrams sent to the group
+  /// then arrive through async_receive_from like any other. Completion
+  /// signature: void(error_code, datagram_endpoint group): send to `group`
+  /// with async_send_to to reach every member (whether this socket receives
+  /// its own sends to the group depends on the device). Errors:
+  /// asio::error::invalid_argument (not a multicast address),
+  /// asio::error::already_connected (already joined), the device's refusal.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_join(std::string group, CompletionToken&& token = {});
+
+  /// Leaves `group`: the queue pair is detached and no longer receives its
+  /// datagrams (ones already received stay queued). Groups still joined are
+  /// left by close() and the destructor. Throws boost::system::system_error
+  /// (asio::error::not_found if the group was not joined).
+  void leave(std::string_view group);
+  /// As above; reports failure through `ec`.
+  void leave(std::string_view group, error_code& ec);
+
   /// Aborts pending operations (their handlers get operation_aborted, never
   /// from inside close()), releases the queue pair, the buffers and the
   /// rdma_cm id. Idempotent.
@@ -172,6 +192,9 @@ using datagram_receive_handler =
 void start_datagram_resolve(const std::shared_ptr<datagram_impl>& impl,
                             const boost::asio::any_io_executor& ex, std::string host,
                             std::uint16_t port, datagram_resolve_handler handler);
+void start_datagram_join(const std::shared_ptr<datagram_impl>& impl,
+                         const boost::asio::any_io_executor& ex, std::string group,
+                         datagram_resolve_handler handler);
 void start_datagram_send(const std::shared_ptr<datagram_impl>& impl,
                          const boost::asio::any_io_executor& ex, const const_buffer_array& buffers,
                          const datagram_endpoint& peer, datagram_send_handler handler);
@@ -188,6 +211,16 @@ auto datagram_socket::async_resolve(std::string host, std::uint16_t port, Comple
         detail::start_datagram_resolve(impl, ex, std::move(host), port, std::move(handler));
       },
       token, impl_, ex_, std::move(host), port);
+}
+
+template <typename CompletionToken>
+auto datagram_socket::async_join(std::string group, CompletionToken&& token) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code, datagram_endpoint)>(
+      [](auto handler, std::shared_ptr<detail::datagram_impl> impl, const executor_type& ex,
+         std::string group) {
+        detail::start_datagram_join(impl, ex, std::move(group), std::move(handler));
+      },
+      token, impl_, ex_, std::move(group));
 }
 
 template <typename ConstBufferSequence, typename CompletionToken>

@@ -9,6 +9,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -218,4 +219,95 @@ BOOST_AUTO_TEST_CASE(bad_address_and_options) {
   BOOST_TEST((ec == ar::errc::invalid_option), ec.message());
   BOOST_CHECK_THROW(ar::datagram_socket(io.get_executor(), "nonsense", 0),
                     boost::system::system_error);
+}
+
+namespace {
+
+// A receive that gives up after `limit`: (error, bytes).
+awaitable<std::pair<ar::error_code, std::size_t>> receive_within(ar::datagram_socket& s,
+                                                                 std::vector<std::byte>& buf,
+                                                                 std::chrono::milliseconds limit) {
+  auto ex = co_await asio::this_coro::executor;
+  asio::cancellation_signal signal;
+  asio::steady_timer timer(ex, limit);
+  timer.async_wait([&](ar::error_code e) {
+    if (!e)
+      signal.emit(asio::cancellation_type::terminal);
+  });
+  auto [ec, n, from] = co_await s.async_receive_from(
+      asio::buffer(buf),
+      asio::bind_cancellation_slot(signal.slot(), asio::as_tuple(use_awaitable)));
+  timer.cancel();
+  co_return std::make_pair(ec, n);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(multicast_to_several_receivers_join_and_leave) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    const std::string group = "239.1.2.3";
+    std::vector<std::unique_ptr<ar::datagram_socket>> receivers;
+    for (int i = 0; i < 3; ++i) {
+      receivers.push_back(std::make_unique<ar::datagram_socket>(ex, device_address(), 0));
+      auto joined = co_await receivers.back()->async_join(group, use_awaitable);
+      BOOST_TEST(joined.address.to_string() == group);
+    }
+    ar::datagram_socket sender(ex, device_address(), 0);
+    auto to_group = co_await sender.async_join(group, use_awaitable);
+    BOOST_TEST(to_group.qp_num == 0xffffffu);
+    BOOST_TEST_MESSAGE("group qkey " << std::hex << to_group.qkey);
+
+    // Joining twice is refused; a unicast address is not a group.
+    auto [twice, e1] = co_await sender.async_join(group, asio::as_tuple(use_awaitable));
+    BOOST_TEST((twice == asio::error::already_connected), twice.message());
+    auto [unicast, e2] =
+        co_await sender.async_join(device_address(), asio::as_tuple(use_awaitable));
+    BOOST_TEST((unicast == asio::error::invalid_argument), unicast.message());
+
+    constexpr int count = 5;
+    for (int j = 0; j < count; ++j) {
+      auto msg = text("to all " + std::to_string(j));
+      co_await sender.async_send_to(asio::buffer(msg), to_group, use_awaitable);
+    }
+    std::vector<std::byte> buf(256);
+    for (auto& r : receivers) {
+      std::vector<int> seen;
+      for (int j = 0; j < count; ++j) {
+        auto [n, from] = co_await r->async_receive_from(asio::buffer(buf), use_awaitable);
+        const auto s = as_string(buf, n);
+        BOOST_TEST(s.rfind("to all ", 0) == 0u);
+        BOOST_TEST(from.qp_num == sender.local_endpoint().qp_num);
+        seen.push_back(std::stoi(s.substr(7)));
+      }
+      std::sort(seen.begin(), seen.end());
+      BOOST_TEST(seen == (std::vector<int>{0, 1, 2, 3, 4}));
+    }
+
+    // Receiver 0 leaves: the others still get the group's datagrams, it does not.
+    receivers[0]->leave(group);
+    auto msg = text("after leave");
+    co_await sender.async_send_to(asio::buffer(msg), to_group, use_awaitable);
+    for (int i = 1; i < 3; ++i) {
+      auto [n, from] = co_await receivers[i]->async_receive_from(asio::buffer(buf), use_awaitable);
+      BOOST_TEST(as_string(buf, n) == "after leave");
+    }
+    auto [ec, n] = co_await receive_within(*receivers[0], buf, std::chrono::milliseconds(500));
+    BOOST_TEST((ec == asio::error::operation_aborted),
+               "receiver 0 got " << n << " bytes: " << ec.message());
+    // Leaving again, or a group never joined, is an error.
+    ar::error_code lec;
+    receivers[0]->leave(group, lec);
+    BOOST_TEST((lec == asio::error::not_found), lec.message());
+    BOOST_CHECK_THROW(receivers[1]->leave("239.9.9.9"), boost::system::system_error);
+
+    // Join again after leaving; destruction leaves the remaining groups.
+    co_await receivers[0]->async_join(group, use_awaitable);
+    co_await sender.async_send_to(asio::buffer(msg), to_group, use_awaitable);
+    auto [n0, f0] = co_await receivers[0]->async_receive_from(asio::buffer(buf), use_awaitable);
+    BOOST_TEST(as_string(buf, n0) == "after leave");
+    receivers.clear();
+    co_await sender.async_send_to(asio::buffer(msg), to_group, use_awaitable);
+  });
 }
