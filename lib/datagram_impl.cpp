@@ -292,6 +292,7 @@ void datagram_impl::close() noexcept {
   if (!id_ && !channel_)
     return;
   auto keep_alive = weak_from_this().lock(); // handlers below may drop the socket
+  closing_ = true;                           // so flushed sends post their handlers
   const error_code aborted = boost::asio::error::operation_aborted;
   while (!waiting_.empty()) {
     auto w = waiting_.pop();
@@ -419,7 +420,7 @@ std::shared_ptr<address_handle> datagram_impl::handle_for(const datagram_endpoin
 }
 
 void datagram_impl::send(const const_buffer_array& b, const datagram_endpoint& peer,
-                         datagram_send_handler handler) {
+                         datagram_send_handler handler, bool direct) {
   if (b.too_many)
     return post_handler(ex_, std::move(handler), error_code(boost::asio::error::invalid_argument),
                         std::size_t(0));
@@ -438,6 +439,7 @@ void datagram_impl::send(const const_buffer_array& b, const datagram_endpoint& p
     boost::asio::buffer_copy(boost::asio::buffer(q.data), std::span(b.buffers.data(), b.count));
     q.peer = peer;
     q.handler.swap(handler);
+    q.direct = direct;
     queued_sends_.push(std::move(q));
     return;
   }
@@ -450,6 +452,7 @@ void datagram_impl::send(const const_buffer_array& b, const datagram_endpoint& p
   std::byte* data = send_block_.slot(slot.index);
   boost::asio::buffer_copy(boost::asio::buffer(data, mtu_), std::span(b.buffers.data(), b.count));
   slot.handler.swap(handler);
+  slot.direct = direct;
   slot.handle = std::move(handle);
   post_send(slot, {data, b.total_size}, slot.handle->ah, peer);
 }
@@ -500,6 +503,7 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     std::byte* data = self.send_block_.slot(next.index);
     std::memcpy(data, q.data.data(), q.data.size());
     next.handler.swap(q.handler);
+    next.direct = q.direct;
     next.handle = std::move(handle);
     self.post_send(next, {data, q.data.size()}, next.handle->ah, q.peer);
   }
@@ -510,7 +514,12 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     ec = boost::asio::error::operation_aborted;
   else if (wc.status != IBV_WC_SUCCESS)
     ec = make_wc_error(wc.status);
-  dispatch_handler(self.ex_, std::move(handler), ec, ec ? std::size_t(0) : slot.bytes);
+  // From the completion path, a handler that runs on the socket's executor
+  // is called directly (no type-erased executor, no allocation).
+  if (slot.direct && !self.closing_)
+    std::move(handler)(ec, ec ? std::size_t(0) : slot.bytes);
+  else
+    dispatch_handler(self.ex_, std::move(handler), ec, ec ? std::size_t(0) : slot.bytes);
 }
 
 void datagram_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
@@ -577,12 +586,16 @@ void datagram_impl::deliver() {
     repost();
     cq_->remove_interest();
     boost::asio::get_associated_cancellation_slot(done.handler).clear();
-    dispatch_handler(ex_, std::move(done.handler), error_code(), std::size_t(a.bytes),
-                     std::move(sender));
+    if (done.direct)
+      std::move(done.handler)(error_code(), std::size_t(a.bytes), std::move(sender));
+    else
+      dispatch_handler(ex_, std::move(done.handler), error_code(), std::size_t(a.bytes),
+                       std::move(sender));
   }
 }
 
-void datagram_impl::receive(const mutable_buffer_array& b, datagram_receive_handler handler) {
+void datagram_impl::receive(const mutable_buffer_array& b, datagram_receive_handler handler,
+                            bool direct) {
   if (b.too_many)
     return post_handler(ex_, std::move(handler), error_code(boost::asio::error::invalid_argument),
                         std::size_t(0), datagram_endpoint());
@@ -612,7 +625,7 @@ void datagram_impl::receive(const mutable_buffer_array& b, datagram_receive_hand
       if (auto self = weak.lock())
         self->cancel_receive(id);
     });
-  waiting_.push({id, b, std::move(handler)});
+  waiting_.push({id, b, std::move(handler), direct});
 }
 
 void datagram_impl::cancel_receive(std::uint64_t id) {

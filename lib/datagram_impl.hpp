@@ -84,8 +84,8 @@ public:
   void resolve(const asio::any_io_executor& ex, std::string host, std::uint16_t port,
                datagram_resolve_handler handler);
   void send(const const_buffer_array& buffers, const datagram_endpoint& peer,
-            datagram_send_handler handler);
-  void receive(const mutable_buffer_array& buffers, datagram_receive_handler handler);
+            datagram_send_handler handler, bool direct);
+  void receive(const mutable_buffer_array& buffers, datagram_receive_handler handler, bool direct);
 
   void join(const asio::any_io_executor& ex, std::string group, datagram_resolve_handler handler);
   error_code leave(std::string_view group);
@@ -111,11 +111,13 @@ private:
     std::size_t bytes = 0;
     std::shared_ptr<address_handle> handle; // alive while the WR is posted
     datagram_send_handler handler;
+    bool direct = false; // the handler runs on the socket's executor
   };
   struct queued_send {
     std::vector<std::byte> data;
     datagram_endpoint peer;
     datagram_send_handler handler;
+    bool direct = false;
   };
   struct arrival {
     std::uint32_t slot = 0;
@@ -126,6 +128,7 @@ private:
     std::uint64_t id = 0;
     mutable_buffer_array buffers;
     datagram_receive_handler handler;
+    bool direct = false;
   };
 
   // One multicast group: its own rdma_cm id (the socket's id listens and
@@ -163,6 +166,7 @@ private:
   cm_id_ptr id_; // the bound, listening id that owns the queue pair
   bool qp_created_ = false;
   bool open_ = false;
+  bool closing_ = false;
   std::uint8_t port_num_ = 0;
   int sgid_index_ = 0;
   std::uint32_t mtu_ = 0;

@@ -105,20 +105,22 @@ void start_datagram_join(const std::shared_ptr<datagram_impl>& impl,
 
 void start_datagram_send(const std::shared_ptr<datagram_impl>& impl,
                          const boost::asio::any_io_executor& ex, const const_buffer_array& buffers,
-                         const datagram_endpoint& peer, datagram_send_handler handler) {
+                         const datagram_endpoint& peer, datagram_send_handler handler,
+                         bool direct) {
   if (!impl)
     return post_handler(ex, std::move(handler), error_code(boost::asio::error::bad_descriptor),
                         std::size_t(0));
-  impl->send(buffers, peer, std::move(handler));
+  impl->send(buffers, peer, std::move(handler), direct);
 }
 
 void start_datagram_receive(const std::shared_ptr<datagram_impl>& impl,
                             const boost::asio::any_io_executor& ex,
-                            const mutable_buffer_array& buffers, datagram_receive_handler handler) {
+                            const mutable_buffer_array& buffers, datagram_receive_handler handler,
+                            bool direct) {
   if (!impl)
     return post_handler(ex, std::move(handler), error_code(boost::asio::error::bad_descriptor),
                         std::size_t(0), datagram_endpoint());
-  impl->receive(buffers, std::move(handler));
+  impl->receive(buffers, std::move(handler), direct);
 }
 
 } // namespace detail

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <asio_rdma/detail/buffer_array.hpp>
+#include <asio_rdma/detail/handlers.hpp>
 #include <asio_rdma/error.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -197,10 +198,11 @@ void start_datagram_join(const std::shared_ptr<datagram_impl>& impl,
                          datagram_resolve_handler handler);
 void start_datagram_send(const std::shared_ptr<datagram_impl>& impl,
                          const boost::asio::any_io_executor& ex, const const_buffer_array& buffers,
-                         const datagram_endpoint& peer, datagram_send_handler handler);
+                         const datagram_endpoint& peer, datagram_send_handler handler, bool direct);
 void start_datagram_receive(const std::shared_ptr<datagram_impl>& impl,
                             const boost::asio::any_io_executor& ex,
-                            const mutable_buffer_array& buffers, datagram_receive_handler handler);
+                            const mutable_buffer_array& buffers, datagram_receive_handler handler,
+                            bool direct);
 } // namespace detail
 
 template <typename CompletionToken>
@@ -230,7 +232,8 @@ datagram_socket::async_send_to(const ConstBufferSequence& buffers, const datagra
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
       [](auto handler, std::shared_ptr<detail::datagram_impl> impl, const executor_type& ex,
          const detail::const_buffer_array& b, const datagram_endpoint& peer) {
-        detail::start_datagram_send(impl, ex, b, peer, std::move(handler));
+        const bool direct = detail::runs_on(handler, ex);
+        detail::start_datagram_send(impl, ex, b, peer, std::move(handler), direct);
       },
       token, impl_, ex_, detail::make_buffer_array<boost::asio::const_buffer>(buffers), peer);
 }
@@ -242,7 +245,8 @@ datagram_socket::async_receive_from(const MutableBufferSequence& buffers, Comple
                                      void(error_code, std::size_t, datagram_endpoint)>(
       [](auto handler, std::shared_ptr<detail::datagram_impl> impl, const executor_type& ex,
          const detail::mutable_buffer_array& b) {
-        detail::start_datagram_receive(impl, ex, b, std::move(handler));
+        const bool direct = detail::runs_on(handler, ex);
+        detail::start_datagram_receive(impl, ex, b, std::move(handler), direct);
       },
       token, impl_, ex_, detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
 }
