@@ -249,6 +249,7 @@ error_code datagram_impl::open(std::string_view address, std::uint16_t port,
   if (ec)
     return ec;
   cq_->set_owner(weak_from_this());
+  cq_->set_mode(options.completion_mode, options.adaptive_spin);
   if ((ec = ring_.init(device_->pd.get(), options.receive_depth, mtu_ + grh_bytes,
                        &datagram_impl::on_receive_complete, this)))
     return ec;

@@ -42,10 +42,14 @@ for rep in $(seq 1 "$reps"); do
   # asio_rdma's default completion mode does.
   perftest "$rep" "(busy poll)"
   perftest "$rep" "-e (events)" -e
-  "$build/bench/ud_latency/ud_latency" server "$addr" 7600 >/tmp/ud_server.$rep 2>&1 &
-  server=$!
-  echo "## rep $rep asio_rdma"
-  retry "$build/bench/ud_latency/ud_latency" client "$addr" 7600 --size $size --iterations $iters
-  kill "$server"
-  wait "$server" 2>/dev/null
+  for mode in busy_poll event; do
+    "$build/bench/ud_latency/ud_latency" server "$addr" 7600 --completion $mode \
+      >/tmp/ud_server.$rep 2>&1 &
+    server=$!
+    echo "## rep $rep asio_rdma ($mode)"
+    retry "$build/bench/ud_latency/ud_latency" client "$addr" 7600 --size $size \
+      --iterations $iters --completion $mode
+    kill "$server"
+    wait "$server" 2>/dev/null
+  done
 done

@@ -4,6 +4,7 @@
 //
 //   ud_latency server ADDR PORT
 //   ud_latency client ADDR PORT [--size 64] [--iterations 2000] [--warmup 100]
+//   (both: [--completion event|busy_poll])
 #include <asio_rdma/datagram_socket.hpp>
 
 #include <boost/asio/co_spawn.hpp>
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
   const auto port = static_cast<std::uint16_t>(std::atoi(argv[3]));
   std::size_t size = 64;
   int iterations = 2000, warmup = 100;
+  asio_rdma::datagram_options options;
   for (int i = 4; i + 1 < argc; i += 2) {
     const std::string opt = argv[i];
     if (opt == "--size")
@@ -79,7 +81,17 @@ int main(int argc, char** argv) {
       iterations = std::atoi(argv[i + 1]);
     else if (opt == "--warmup")
       warmup = std::atoi(argv[i + 1]);
-    else {
+    else if (opt == "--completion") {
+      const std::string mode = argv[i + 1];
+      if (mode == "event")
+        options.completion_mode = asio_rdma::completion_mode::event;
+      else if (mode == "busy_poll")
+        options.completion_mode = asio_rdma::completion_mode::busy_poll;
+      else {
+        std::fprintf(stderr, "ud_latency: --completion event|busy_poll\n");
+        return 2;
+      }
+    } else {
       std::fprintf(stderr, "ud_latency: unknown option %s\n", opt.c_str());
       return 2;
     }
@@ -90,7 +102,7 @@ int main(int argc, char** argv) {
   }
   try {
     asio::io_context io(1);
-    asio_rdma::datagram_socket sock(io.get_executor(), addr, role == "server" ? port : 0);
+    asio_rdma::datagram_socket sock(io.get_executor(), addr, role == "server" ? port : 0, options);
     int status = 0;
     auto done = [&](std::exception_ptr e) {
       if (e) {

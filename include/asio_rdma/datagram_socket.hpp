@@ -18,6 +18,7 @@
 // copied and used from any thread. The library starts no thread of its own.
 #pragma once
 
+#include <asio_rdma/completion_mode.hpp>
 #include <asio_rdma/detail/buffer_array.hpp>
 #include <asio_rdma/detail/handlers.hpp>
 #include <asio_rdma/error.hpp>
@@ -30,6 +31,7 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -80,6 +82,11 @@ struct datagram_options {
   std::uint32_t send_depth = 64;
   /// Bounds each async_resolve (address, route and rdma_cm's SIDR exchange).
   std::uint32_t resolve_timeout_ms = 4000;
+  /// How completions are noticed (see completion_mode; as for connections).
+  asio_rdma::completion_mode completion_mode = asio_rdma::completion_mode::event;
+  /// With completion_mode::adaptive: how long to keep polling after the last
+  /// completion before waiting for events again.
+  std::chrono::microseconds adaptive_spin = std::chrono::microseconds(200);
 };
 
 /// One UD queue pair bound to a local address and rdma_cm UDP port. Peers
