@@ -61,6 +61,12 @@ void cm_channel::drain() {
       ev.responder_resources = conn.responder_resources;
       ev.set_private_data(conn.private_data, conn.private_data_len);
     }
+    if (raw->id && raw->id->ps == RDMA_PS_UDP &&
+        (raw->event == RDMA_CM_EVENT_ESTABLISHED || raw->event == RDMA_CM_EVENT_MULTICAST_JOIN)) {
+      ev.ud_qp_num = raw->param.ud.qp_num;
+      ev.ud_qkey = raw->param.ud.qkey;
+      ev.ud_ah_attr = raw->param.ud.ah_attr;
+    }
     // For a connect request the new id still carries the listener's context.
     auto* target = static_cast<cm_event_target*>(raw->id ? raw->id->context : nullptr);
     ::rdma_ack_cm_event(raw);

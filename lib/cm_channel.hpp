@@ -32,6 +32,11 @@ struct cm_event {
   // rdma_cm's lengths are 8-bit: 255 bytes at most (a 256-byte array would
   // make a full copy's length wrap to 0).
   std::array<std::byte, 255> private_data{};
+  // RDMA_PS_UDP ids: the peer's (or multicast group's) queue pair and the
+  // path to it (ESTABLISHED, MULTICAST_JOIN).
+  std::uint32_t ud_qp_num = 0;
+  std::uint32_t ud_qkey = 0;
+  ibv_ah_attr ud_ah_attr{};
 
   std::span<const std::byte> data() const { return {private_data.data(), private_data_len}; }
 

@@ -12,7 +12,7 @@ public:
   std::string message(int value) const override {
     switch (static_cast<errc>(value)) {
     case errc::rejected: return "connection rejected by the peer";
-    case errc::message_too_large: return "message larger than the connection's maximum message size";
+    case errc::message_too_large: return "message larger than the maximum message size (the connection's, or the path MTU for a datagram)";
     case errc::buffer_too_small: return "receive buffer smaller than the arrived message";
     case errc::address_resolution_failed: return "address resolution failed (no RDMA device for it?)";
     case errc::route_resolution_failed: return "route resolution failed";

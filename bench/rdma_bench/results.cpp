@@ -1,5 +1,7 @@
 #include "results.hpp"
 
+#include "device_summary.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +28,7 @@ void print_header(const settings& s, const std::string& device) {
               std::string(name(s.op)).c_str(), std::string(name(s.mode)).c_str(),
               s.raw_verbs ? "raw-verbs" : "asio_rdma", device.c_str(), s.depth, s.connections,
               std::string(name(s.completion)).c_str(), s.bidirectional ? ", bidirectional" : "");
+  std::printf("# device %s\n", describe_device(device).c_str());
   if (s.mode == test_mode::bandwidth)
     std::printf("%10s %12s %10s %10s\n", "bytes", "iterations", "Gb/s", "Mmsg/s");
   else
@@ -52,6 +55,7 @@ void write_json(const std::string& path, const settings& s, const std::string& d
       {"tool", "rdma_bench"},
       {"implementation", s.raw_verbs ? "raw-verbs" : "asio_rdma"},
       {"device", device},
+      {"device_info", describe_device(device)},
       {"parameters",
        {{"op", name(s.op)},
         {"mode", name(s.mode)},

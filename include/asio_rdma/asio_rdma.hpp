@@ -9,6 +9,8 @@
 #include <asio_rdma/connection_options.hpp>
 #include <asio_rdma/connection_request.hpp>
 #include <asio_rdma/connection_statistics.hpp>
+#include <asio_rdma/datagram_socket.hpp>
+#include <asio_rdma/device_info.hpp>
 #include <asio_rdma/error.hpp>
 #include <asio_rdma/file_transfer.hpp>
 #include <asio_rdma/memory_region.hpp>

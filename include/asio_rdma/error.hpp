@@ -28,8 +28,8 @@ enum class errc {
   /// The peer rejected the connection request; its private data, if any, is
   /// available from the failed connect's result.
   rejected = 1,
-  /// A message is larger than the connection's maximum message size; nothing
-  /// was posted.
+  /// A message is larger than the connection's maximum message size (or, for
+  /// a datagram, the path MTU); nothing was posted.
   message_too_large,
   /// The buffer given to async_receive is smaller than the message that
   /// arrived. The message stays queued: retry with a larger buffer.
