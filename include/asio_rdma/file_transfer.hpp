@@ -159,6 +159,9 @@ struct received_file {
   /// Permission bits applied (the sender's, masked with 0777).
   std::uint32_t mode = 0;
   bool directory = false;
+  /// The file and its directory entry were fsync'ed before the name was
+  /// reported (file_receiver_options::fsync); false for directories.
+  bool durable = false;
 };
 
 /// What one served connection brought.
@@ -175,6 +178,19 @@ struct receive_result {
   std::size_t chunk_size = 0;
 };
 
+/// What a file_receiver does when a file of the sent name already exists.
+enum class overwrite_policy {
+  /// Refuse the file: the sender fails with errc::file_exists ("file exists
+  /// on receiver"), checked when the file begins and again, atomically, when
+  /// it is renamed into place. The default.
+  refuse,
+  /// Replace the existing file atomically (rename).
+  replace,
+  /// Keep both: store the new file as STEM.1.EXT (STEM.2.EXT, ...), the
+  /// first name that is free; received_file::path names it.
+  keep_both,
+};
+
 /// Options of a file_receiver.
 struct file_receiver_options {
   /// buffer_size: the receiver's chunk size limit (the negotiated chunk is the
@@ -186,6 +202,16 @@ struct file_receiver_options {
   /// Called on the receiver's executor for every file and directory stored
   /// (librdmaft's rdmaft_recv_cb). May be empty.
   std::function<void(const received_file&)> on_file;
+  /// fsync the file, and its directory after the rename, before the name is
+  /// reported to the sender (durable against a crash of the receiver's host).
+  bool fsync = true;
+  /// An existing file of the same name: refused by default, never replaced
+  /// unless asked for.
+  overwrite_policy overwrite = overwrite_policy::refuse;
+  /// Largest file accepted (bytes); a larger one is refused when it begins
+  /// with errc::file_too_large, before anything is written. Default: no limit
+  /// but the free space.
+  std::uint64_t max_file_size = std::uint64_t(-1);
 };
 
 namespace detail {
@@ -207,9 +233,12 @@ void start_run(const std::shared_ptr<file_receiver_impl>& impl, session_callback
 /// outside the directory. A file is written to a temporary of its own,
 /// NAME.XXXXXX.part (unique per transfer), and renamed to NAME only when its
 /// size and CRC-32C match; an unfinished or failed file is removed. An
-/// existing NAME is replaced atomically: when several senders send the same
-/// name at once, NAME ends up as exactly one of their complete files (the
-/// last to finish), never a mixture.
+/// existing NAME is handled by file_receiver_options::overwrite (refused by
+/// default); with overwrite_policy::replace it is replaced atomically: when
+/// several senders send the same name at once, NAME ends up as exactly one of
+/// their complete files (the last to finish), never a mixture. Files larger
+/// than max_file_size or the free space are refused (errc::file_too_large,
+/// errc::no_space) before anything is written.
 ///
 /// Disk writes are synchronous on the receiver's executor (no thread of the
 /// library's own); use an io_context of its own for a busy receiver.

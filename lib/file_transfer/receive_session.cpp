@@ -116,11 +116,23 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
     completed(std::move(f));
     co_return error_code();
   }
+  const auto& options = impl_.options;
+  if (m.size > options.max_file_size)
+    co_return co_await refuse(m.file_id, proto::status_code::too_large, errc::file_too_large);
   file_ = partial_file::create(impl_.directory_fd.get(), components, ec);
   if (ec) {
     file_.discard();
     co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
   }
+  // Refused early (before any data) when the name is taken; commit checks
+  // again, atomically, for a file that appeared meanwhile.
+  if (options.overwrite == overwrite_policy::refuse && file_.target_exists())
+    co_return co_await refuse(m.file_id, proto::status_code::file_exists, errc::file_exists);
+  std::uint64_t free = file_.free_space(ec);
+  if (ec)
+    co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+  if (m.size > free)
+    co_return co_await refuse(m.file_id, proto::status_code::no_space, errc::no_space);
   name_ = std::move(f.name);
   file_id_ = m.file_id;
   mode_ = f.mode;
@@ -141,7 +153,7 @@ awaitable<error_code> receive_session::on_chunk(const received_message& m) {
   error_code ec;
   file_.write_at(data, received_, ec);
   if (ec)
-    co_return co_await refuse(file_id_, proto::status_code::io_error, ec);
+    co_return co_await refuse_write(file_id_, ec);
   received_ += m.size;
   co_return co_await send_credit(next_sequence_++);
 }
@@ -155,12 +167,16 @@ awaitable<error_code> receive_session::on_end(const proto::file_end& m) {
     co_return co_await refuse(m.file_id, proto::status_code::checksum_mismatch,
                               errc::protocol_error);
   error_code ec;
-  file_.commit(mode_, ec);
+  std::string stored;
+  file_.commit(mode_, impl_.options.fsync, impl_.options.overwrite, stored, ec);
   if (ec)
-    co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+    co_return co_await refuse_write(m.file_id, ec);
   received_file f;
-  f.path = impl_.directory / name_;
+  // The stored name differs from the sent one only in its last component
+  // (overwrite_policy::keep_both).
+  f.path = (impl_.directory / name_).parent_path() / stored;
   f.name = std::move(name_);
+  f.durable = impl_.options.fsync;
   f.size = size_;
   f.mode = mode_;
   result_.bytes += size_;
@@ -183,6 +199,15 @@ awaitable<error_code> receive_session::refuse(std::uint32_t file_id, proto::stat
   file_.discard();
   co_await reply(file_id, code); // best effort: the session ends with `ec` anyway
   co_return ec;
+}
+
+awaitable<error_code> receive_session::refuse_write(std::uint32_t file_id, error_code ec) {
+  if (ec == errc::file_exists)
+    co_return co_await refuse(file_id, proto::status_code::file_exists, ec);
+  if (ec == boost::system::errc::no_space_on_device ||
+      ec == error_code(EDQUOT, boost::system::system_category()))
+    co_return co_await refuse(file_id, proto::status_code::no_space, errc::no_space);
+  co_return co_await refuse(file_id, proto::status_code::io_error, ec);
 }
 
 awaitable<error_code> receive_session::send_credit(std::uint32_t sequence) {

@@ -40,6 +40,9 @@ private:
   /// Replies with `code` and returns `ec` (the session's error).
   boost::asio::awaitable<error_code> refuse(std::uint32_t file_id, file_protocol::status_code code,
                                             error_code ec);
+  /// refuse() for a failed write or commit: no_space for ENOSPC/EDQUOT,
+  /// file_exists, io_error otherwise.
+  boost::asio::awaitable<error_code> refuse_write(std::uint32_t file_id, error_code ec);
   boost::asio::awaitable<error_code> send_credit(std::uint32_t sequence);
   void completed(received_file f);
 

@@ -56,6 +56,16 @@ error_code status_error(proto::status_code code) noexcept {
     return errc::protocol_error;
   case proto::status_code::stopped:
     return asio::error::operation_aborted;
+  case proto::status_code::file_exists:
+    return errc::file_exists;
+  case proto::status_code::too_large:
+    return errc::file_too_large;
+  case proto::status_code::no_space:
+    return errc::no_space;
+  case proto::status_code::authentication_failed:
+    return errc::authentication_failed;
+  case proto::status_code::too_many_requests:
+    return errc::too_many_requests;
   default:
     return errc::remote_failure;
   }

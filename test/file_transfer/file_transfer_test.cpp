@@ -12,10 +12,16 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdlib.h>
+#include <sys/mount.h>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace ar = asio_rdma;
@@ -122,8 +128,10 @@ awaitable<ar::connection> connect_to(const ar::file_receiver& r) {
 }
 
 ar::file_receiver make_receiver(asio::io_context& io, const fs::path& dir,
-                                std::size_t buffer_size = 64 * 1024) {
+                                std::size_t buffer_size = 64 * 1024,
+                                ar::overwrite_policy overwrite = ar::overwrite_policy::refuse) {
   ar::file_receiver_options options;
+  options.overwrite = overwrite;
   options.transfer.buffer_size = buffer_size;
   options.transfer.timeout = std::chrono::seconds(10);
   return ar::file_receiver(io.get_executor(), device_address(), 0, dir, options);
@@ -238,7 +246,8 @@ BOOST_AUTO_TEST_CASE(chunk_size_is_negotiated_to_the_smaller_side) {
   asio::io_context io;
   temp_dir src, dst;
   write_file(src.path / "f", 1024 * 1024 + 3, 4);
-  auto receiver = make_receiver(io, dst.path, 64 * 1024);
+  // The same name twice: replaced on request.
+  auto receiver = make_receiver(io, dst.path, 64 * 1024, ar::overwrite_policy::replace);
   pending_receive p;
   start_receive(receiver, p);
   run(io, [&]() -> awaitable<void> {
@@ -305,7 +314,8 @@ BOOST_AUTO_TEST_CASE(a_name_taken_by_a_directory_fails_the_sender_with_remote_fa
   temp_dir src, dst;
   write_file(src.path / "f", 10, 1);
   fs::create_directories(dst.path / "f"); // the name is taken by a directory
-  auto receiver = make_receiver(io, dst.path);
+  // Even when replacing is allowed, a directory is not replaced by a file.
+  auto receiver = make_receiver(io, dst.path, 64 * 1024, ar::overwrite_policy::replace);
   pending_receive p;
   start_receive(receiver, p);
   run(io, [&]() -> awaitable<void> {
@@ -482,7 +492,7 @@ BOOST_AUTO_TEST_CASE(two_senders_of_one_name_at_once_leave_exactly_one_complete_
   const auto content_a = read_file(src.path / "a" / "same.bin");
   const auto content_b = read_file(src.path / "b" / "same.bin");
   BOOST_REQUIRE(content_a != content_b);
-  auto receiver = make_receiver(io, dst.path, 16 * 1024);
+  auto receiver = make_receiver(io, dst.path, 16 * 1024, ar::overwrite_policy::replace);
   std::vector<ar::error_code> sessions;
   bool run_done = false;
   receiver.async_run([&](ar::error_code ec, const ar::receive_result&) { sessions.push_back(ec); },
@@ -590,7 +600,7 @@ BOOST_AUTO_TEST_CASE(set_buffer_size_applies_to_later_connections_only) {
   asio::io_context io;
   temp_dir src, dst;
   write_file(src.path / "f", 300 * 1024 + 1, 4);
-  auto receiver = make_receiver(io, dst.path, 64 * 1024);
+  auto receiver = make_receiver(io, dst.path, 64 * 1024, ar::overwrite_policy::replace);
   auto big_offer = sender_options(1024 * 1024);
   pending_receive p;
   start_receive(receiver, p);
@@ -719,6 +729,7 @@ BOOST_AUTO_TEST_CASE(depth_is_negotiated_to_the_smaller_side_and_all_slots_are_u
   options.transfer.buffer_size = 4096;
   options.transfer.depth = 3;
   options.transfer.timeout = std::chrono::seconds(10);
+  options.overwrite = ar::overwrite_policy::replace; // checked.bin twice
   ar::file_receiver receiver(io.get_executor(), device_address(), 0, dst.path, options);
   for (std::uint16_t offered : {8, 2}) {
     pending_receive p;
@@ -865,4 +876,178 @@ BOOST_AUTO_TEST_CASE(a_plain_file_as_a_tree_or_as_the_receiving_directory_is_not
                         [](const boost::system::system_error& e) {
                           return e.code() == boost::system::errc::not_a_directory;
                         });
+}
+
+// -- Durability, overwrite policy, size limits (issue 11).
+
+namespace {
+
+/// Sends `file` on a new connection to `receiver` (served by async_receive_one)
+/// and returns both sides' outcomes.
+struct both_sides {
+  ar::error_code sender;
+  ar::transfer_result sent;
+  pending_receive receiver;
+};
+
+both_sides send_one(asio::io_context& io, ar::file_receiver& receiver, const fs::path& file,
+                    ar::file_transfer_options options = sender_options()) {
+  both_sides out;
+  start_receive(receiver, out.receiver);
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(receiver);
+    auto [ec, r] = co_await ar::async_send_file(conn, file, options, asio::as_tuple(use_awaitable));
+    out.sender = ec;
+    out.sent = r;
+    if (conn.is_open())
+      co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+    co_await wait_until(out.receiver.done);
+  });
+  return out;
+}
+
+ar::file_receiver make_receiver_with(asio::io_context& io, const fs::path& dir,
+                                     ar::file_receiver_options options) {
+  options.transfer.buffer_size = 64 * 1024;
+  options.transfer.timeout = std::chrono::seconds(10);
+  return ar::file_receiver(io.get_executor(), device_address(), 0, dir, options);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(files_are_fsynced_before_their_name_is_reported_unless_turned_off) {
+  asio::io_context io;
+  temp_dir src, dst;
+  write_file(src.path / "a.bin", 200 * 1024 + 3, 21);
+  write_file(src.path / "b.bin", 100 * 1024 + 1, 22);
+  BOOST_TEST(ar::file_receiver_options().fsync); // on by default
+  auto durable = make_receiver(io, dst.path);
+  auto out = send_one(io, durable, src.path / "a.bin");
+  BOOST_TEST(!out.sender, out.sender.message());
+  BOOST_TEST(!out.receiver.ec, out.receiver.ec.message());
+  BOOST_REQUIRE(out.receiver.result.files.size() == 1u);
+  BOOST_TEST(out.receiver.result.files[0].durable);
+  BOOST_TEST(same_file(src.path / "a.bin", dst.path / "a.bin"));
+
+  ar::file_receiver_options off;
+  off.fsync = false;
+  auto fast = make_receiver_with(io, dst.path, off);
+  out = send_one(io, fast, src.path / "b.bin");
+  BOOST_TEST(!out.sender, out.sender.message());
+  BOOST_REQUIRE(out.receiver.result.files.size() == 1u);
+  BOOST_TEST(!out.receiver.result.files[0].durable);
+  BOOST_TEST(same_file(src.path / "b.bin", dst.path / "b.bin"));
+  BOOST_TEST(part_files(dst.path).empty());
+}
+
+BOOST_AUTO_TEST_CASE(an_existing_name_is_refused_by_default_and_replaced_or_kept_on_request) {
+  asio::io_context io;
+  temp_dir src, dst;
+  write_file(src.path / "f.txt", 70 * 1024, 31);
+  write_file(dst.path / "f.txt", 1000, 32);
+  const auto old_content = read_file(dst.path / "f.txt");
+
+  // Default: refused on both sides with "file exists on receiver", nothing changed.
+  auto refusing = make_receiver(io, dst.path);
+  auto out = send_one(io, refusing, src.path / "f.txt");
+  BOOST_TEST((out.sender == ar::errc::file_exists), out.sender.message());
+  BOOST_TEST(out.sender.message() == "file exists on receiver");
+  BOOST_TEST((out.receiver.ec == ar::errc::file_exists), out.receiver.ec.message());
+  BOOST_TEST(out.receiver.result.files.empty());
+  BOOST_TEST((read_file(dst.path / "f.txt") == old_content));
+  auto only = std::vector<std::string>{"f.txt"};
+  BOOST_TEST(listing(dst.path) == only, boost::test_tools::per_element());
+
+  // keep_both: the new file gets the first free numbered name, twice.
+  ar::file_receiver_options keep;
+  keep.overwrite = ar::overwrite_policy::keep_both;
+  auto keeping = make_receiver_with(io, dst.path, keep);
+  for (const char* expected : {"f.1.txt", "f.2.txt"}) {
+    out = send_one(io, keeping, src.path / "f.txt");
+    BOOST_TEST(!out.sender, out.sender.message());
+    BOOST_REQUIRE(out.receiver.result.files.size() == 1u);
+    BOOST_TEST(out.receiver.result.files[0].path == dst.path / expected);
+    BOOST_TEST(out.receiver.result.files[0].name == "f.txt");
+    BOOST_TEST(same_file(src.path / "f.txt", dst.path / expected), expected);
+  }
+  BOOST_TEST((read_file(dst.path / "f.txt") == old_content));
+
+  // replace: on request only.
+  ar::file_receiver_options replace;
+  replace.overwrite = ar::overwrite_policy::replace;
+  auto replacing = make_receiver_with(io, dst.path, replace);
+  out = send_one(io, replacing, src.path / "f.txt");
+  BOOST_TEST(!out.sender, out.sender.message());
+  BOOST_TEST(same_file(src.path / "f.txt", dst.path / "f.txt"));
+  auto three = std::vector<std::string>{"f.1.txt", "f.2.txt", "f.txt"};
+  BOOST_TEST(listing(dst.path) == three, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_file_over_the_maximum_size_or_the_free_space_is_refused_before_writing) {
+  asio::io_context io;
+  temp_dir src, dst;
+  write_file(src.path / "big", 2000, 41);
+  ar::file_receiver_options limited;
+  limited.max_file_size = 1000;
+  auto receiver = make_receiver_with(io, dst.path, limited);
+  auto out = send_one(io, receiver, src.path / "big");
+  BOOST_TEST((out.sender == ar::errc::file_too_large), out.sender.message());
+  BOOST_TEST((out.receiver.ec == ar::errc::file_too_large), out.receiver.ec.message());
+  BOOST_TEST(fs::is_empty(dst.path));
+
+  // A sender claiming 2^62 bytes: more than any free space, refused at once.
+  auto unlimited = make_receiver(io, dst.path);
+  pending_receive p;
+  start_receive(unlimited, p);
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(unlimited);
+    co_await handshake(conn);
+    proto::file_begin b{0, proto::entry_kind::file, 0644, std::uint64_t(1) << 62, "huge.bin"};
+    co_await send_message(conn, b);
+    auto m = co_await receive_message(conn);
+    BOOST_REQUIRE(std::holds_alternative<proto::status>(m));
+    BOOST_TEST((std::get<proto::status>(m).code == proto::status_code::no_space));
+    co_await wait_until(p.done);
+  });
+  BOOST_TEST((p.ec == ar::errc::no_space), p.ec.message());
+  BOOST_TEST(p.ec.message() == "no space on receiver");
+  BOOST_TEST(fs::is_empty(dst.path));
+}
+
+BOOST_AUTO_TEST_CASE(
+    running_out_of_disk_mid_file_is_no_space_on_both_sides_and_leaves_no_temporary) {
+  asio::io_context io;
+  temp_dir src, mountpoint;
+  // A file system of 8 MiB of our own (the test runs as root in the VM).
+  BOOST_REQUIRE_MESSAGE(::mount("tmpfs", mountpoint.path.c_str(), "tmpfs", 0, "size=8m") == 0,
+                        "mount tmpfs: " << std::strerror(errno));
+  struct unmount {
+    fs::path p;
+    ~unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+  } unmount_at_end{mountpoint.path};
+  const std::size_t size = 6 * 1024 * 1024; // fits the free space when it begins
+  write_file(src.path / "f", size, 51);
+  auto receiver = make_receiver(io, mountpoint.path);
+  // Once the temporary exists (the free-space check passed), fill the file
+  // system to the last byte, so the transfer runs out mid-file.
+  std::atomic<bool> filled{false};
+  std::thread filler([&] {
+    for (int i = 0; i < 20000 && part_files(mountpoint.path).empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    int fd = ::open((mountpoint.path / "filler").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    std::vector<char> block(64 * 1024, 'x');
+    while (fd >= 0 && ::write(fd, block.data(), block.size()) > 0) {
+    }
+    if (fd >= 0)
+      ::close(fd);
+    filled = true;
+  });
+  auto out = send_one(io, receiver, src.path / "f");
+  filler.join();
+  BOOST_TEST(filled.load());
+  BOOST_TEST((out.sender == ar::errc::no_space), out.sender.message());
+  BOOST_TEST((out.receiver.ec == ar::errc::no_space), out.receiver.ec.message());
+  BOOST_TEST(out.receiver.result.files.empty());
+  BOOST_TEST(!fs::exists(mountpoint.path / "f"));
+  BOOST_TEST(part_files(mountpoint.path).empty());
 }

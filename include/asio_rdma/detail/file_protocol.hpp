@@ -45,12 +45,17 @@ enum class entry_kind : std::uint8_t { file = 1, directory = 2 };
 /// Result codes of a status message. Unknown codes decode unchanged.
 enum class status_code : std::uint16_t {
   ok = 0,
-  bad_name = 1,          ///< absolute, "..", empty components, too long
-  io_error = 2,          ///< the receiver could not create or write the file
-  protocol_error = 3,    ///< the receiver did not understand the sender
-  checksum_mismatch = 4, ///< the data's CRC-32C differs from the sender's
-  size_mismatch = 5,     ///< fewer or more bytes arrived than announced
-  stopped = 6,           ///< the receiver is shutting down
+  bad_name = 1,               ///< absolute, "..", empty components, too long
+  io_error = 2,               ///< the receiver could not create or write the file
+  protocol_error = 3,         ///< the receiver did not understand the sender
+  checksum_mismatch = 4,      ///< the data's CRC-32C differs from the sender's
+  size_mismatch = 5,          ///< fewer or more bytes arrived than announced
+  stopped = 6,                ///< the receiver is shutting down
+  file_exists = 7,            ///< the name exists and the receiver's policy refuses to replace it
+  too_large = 8,              ///< the file exceeds the receiver's maximum file size
+  no_space = 9,               ///< not enough free space on the receiver (before or while writing)
+  authentication_failed = 10, ///< missing or wrong proof of the shared secret
+  too_many_requests = 11,     ///< per-peer limit reached (connections or files in flight)
 };
 
 struct hello {
