@@ -28,6 +28,7 @@ PACKAGES=(
   libboost1.81-dev libboost-test1.81-dev
   qemu-system-x86 busybox-static kmod iproute2
   perftest rdmacm-utils ibverbs-utils iputils-ping tcpdump libfabric-bin python3-matplotlib
+  libssl-dev
 )
 
 log() { printf 'setup.sh: %s\n' "$*" >&2; }

@@ -1,8 +1,9 @@
 // rdma_cp: copy files and directory trees to a receiving server over RDMA.
 //
 //   rdma_cp serve --dir DIR [--bind ADDR] [--port 7472] [--buffer-size N] [--depth D]
-//                 [--timeout SECONDS] [--once]
+//                 [--timeout SECONDS] [--once] [--secret-file F]
 //   rdma_cp send HOST[:PORT] PATH... [--buffer-size N] [--depth D] [--timeout SECONDS]
+//                [--secret-file F]
 //
 // The server stores what senders send under DIR (names are checked; nothing
 // is written outside DIR) and prints each file and each connection's
@@ -23,7 +24,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -39,9 +42,13 @@ namespace {
 
 constexpr const char* usage =
     "usage: rdma_cp serve --dir DIR [--bind ADDR] [--port 7472] [--buffer-size N] [--depth D]\n"
-    "                     [--timeout SECONDS] [--once]\n"
+    "                     [--timeout SECONDS] [--once] [--secret-file F]\n"
     "       rdma_cp send HOST[:PORT] PATH... [--buffer-size N] [--depth D] [--timeout SECONDS]\n"
-    "N takes k/m/g suffixes; the chunk size is the smaller of both sides' buffer sizes.\n";
+    "                    [--secret-file F]\n"
+    "N takes k/m/g suffixes; the chunk size is the smaller of both sides' buffer sizes.\n"
+    "--secret-file F: the shared secret (F's contents) that senders must prove.\n"
+    "WARNING: serve without --secret-file lets anyone who can reach the port write\n"
+    "files into DIR.\n";
 
 constexpr std::uint16_t default_port = 7472;
 
@@ -53,6 +60,7 @@ struct settings {
   std::vector<std::string> paths;
   asio_rdma::file_transfer_options transfer;
   bool once = false;
+  std::string secret_file;
 };
 
 /// HOST, HOST:PORT, [V6]:PORT.
@@ -110,6 +118,8 @@ settings parse(int argc, char** argv) {
       s.port = static_cast<std::uint16_t>(parse_number(arg, args.value(arg), 0, 65535));
     else if (arg == "--once" && s.mode == "serve")
       s.once = true;
+    else if (arg == "--secret-file")
+      s.secret_file = args.value(arg);
     else if (arg.starts_with("--"))
       throw usage_error("unexpected option '" + std::string(arg) + "'");
     else if (s.mode == "send" && !have_target) {
@@ -148,6 +158,9 @@ int serve(asio::io_context& io, const settings& s) {
     std::fflush(stdout);
   };
   asio_rdma::file_receiver receiver(io.get_executor(), s.host, s.port, s.dir, options);
+  if (s.transfer.secret.empty())
+    std::fprintf(stderr, "rdma_cp: WARNING: serving without --secret-file: anyone who can reach "
+                         "this port can write files into the directory\n");
   std::printf("rdma_cp: serving %s on %s\n", receiver.directory().c_str(),
               receiver.local_endpoint().address().to_string().c_str());
   std::printf("rdma_cp: port %u\n", receiver.local_endpoint().port());
@@ -233,6 +246,21 @@ int main(int argc, char** argv) {
   } catch (const asio_rdma::cli::usage_error& e) {
     std::cerr << "rdma_cp: " << e.what() << "\n" << usage;
     return 2;
+  }
+  if (!s.secret_file.empty()) {
+    std::ifstream in(s.secret_file, std::ios::binary);
+    s.transfer.secret.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    while (!s.transfer.secret.empty() &&
+           (s.transfer.secret.back() == '\n' || s.transfer.secret.back() == '\r'))
+      s.transfer.secret.pop_back(); // a file written by echo or an editor
+    if (!in.good() && !in.eof()) {
+      std::cerr << "rdma_cp: --secret-file " << s.secret_file << ": cannot read it\n";
+      return 2;
+    }
+    if (s.transfer.secret.empty()) {
+      std::cerr << "rdma_cp: --secret-file " << s.secret_file << ": missing or empty\n";
+      return 2;
+    }
   }
   if (auto problem = s.transfer.problem()) {
     std::cerr << "rdma_cp: " << problem << "\n";

@@ -40,6 +40,13 @@ struct file_transfer_options {
   /// receiver's verdict on a file). When it passes, the connection is closed
   /// and the operation fails with asio::error::timed_out.
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
+  /// Shared secret (any bytes; empty: none). On a receiver that has one,
+  /// every connection must prove it knows the same secret (HMAC-SHA256 over
+  /// a random nonce of the receiver's) before any file is created; otherwise
+  /// both sides fail with errc::authentication_failed and nothing is written.
+  /// A sender's secret is used only when the receiver asks for it. Without
+  /// one, a receiver accepts files from anyone who can reach its port.
+  std::string secret;
 
   static constexpr std::size_t min_buffer_size = 512;
   static constexpr std::size_t max_buffer_size = std::size_t(256) << 20;

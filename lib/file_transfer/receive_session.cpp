@@ -2,6 +2,7 @@
 // docs/file_transfer.md).
 #include "receive_session.hpp"
 
+#include "authentication.hpp"
 #include "control.hpp"
 #include "verbs_error.hpp"
 
@@ -74,6 +75,11 @@ awaitable<error_code> receive_session::on_hello(const proto::hello& m) {
   if (file_.is_open() || m.chunk_size == 0 || m.depth == 0)
     co_return co_await refuse(0, proto::status_code::protocol_error, errc::protocol_error);
   const auto& mine = impl_.options.transfer;
+  if (!mine.secret.empty() && !authenticated_) {
+    if (auto ec = co_await authenticate())
+      co_return ec;
+    authenticated_ = true;
+  }
   std::uint32_t chunk =
       static_cast<std::uint32_t>(std::min<std::size_t>(m.chunk_size, buffer_size_));
   std::uint16_t slots = std::min(m.depth, mine.depth);
@@ -91,6 +97,31 @@ awaitable<error_code> receive_session::on_hello(const proto::hello& m) {
   result_.chunk_size = chunk;
   proto::message reply_message = ack_;
   co_return co_await send_control(conn_, reply_message, out_);
+}
+
+awaitable<error_code> receive_session::authenticate() {
+  error_code ec;
+  proto::challenge challenge = make_challenge(ec);
+  if (ec)
+    co_return co_await refuse(0, proto::status_code::io_error, ec);
+  proto::message m = challenge;
+  if ((ec = co_await send_control(conn_, m, out_)))
+    co_return ec;
+  deadline_.arm();
+  auto [rec, r] = co_await conn_.async_receive_message(asio::buffer(in_), as_awaitable_tuple);
+  deadline_.disarm();
+  // A sender without the secret gives up and disconnects.
+  if (rec)
+    co_return deadline_.expired() ? error_code(asio::error::timed_out)
+                                  : error_code(errc::authentication_failed);
+  if (r.rdma_write || r.immediate)
+    co_return co_await refuse(0, proto::status_code::protocol_error, errc::protocol_error);
+  m = proto::decode(std::span<const std::byte>(in_.data(), r.size), ec);
+  auto* proof = std::get_if<proto::proof>(&m);
+  if (!proof || !check_proof(impl_.options.transfer.secret, challenge, *proof))
+    co_return co_await refuse(0, proto::status_code::authentication_failed,
+                              errc::authentication_failed);
+  co_return error_code();
 }
 
 awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {

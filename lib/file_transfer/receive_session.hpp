@@ -33,6 +33,8 @@ private:
   };
 
   boost::asio::awaitable<error_code> on_hello(const file_protocol::hello& m);
+  /// Challenge-response on the shared secret: success only for a valid proof.
+  boost::asio::awaitable<error_code> authenticate();
   boost::asio::awaitable<error_code> on_begin(const file_protocol::file_begin& m);
   boost::asio::awaitable<error_code> on_chunk(const received_message& m);
   boost::asio::awaitable<error_code> on_end(const file_protocol::file_end& m);
@@ -57,6 +59,7 @@ private:
   memory_region slots_;
   file_protocol::hello_ack ack_;
   std::size_t credit_next_ = 0;
+  bool authenticated_ = false;
 
   // The file being received.
   partial_file file_;

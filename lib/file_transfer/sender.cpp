@@ -1,6 +1,7 @@
 // The sending side of the file transfer: handshake, then per entry
 // file_begin / data chunks (RDMA write with immediate) / file_end, each
 // confirmed by the receiver. See docs/file_transfer.md.
+#include "authentication.hpp"
 #include "control.hpp"
 #include "deadline.hpp"
 #include "partial_file.hpp"
@@ -132,6 +133,16 @@ private:
       co_return ec;
     if (auto ec = co_await receive(m))
       co_return ec;
+    if (auto* c = std::get_if<proto::challenge>(&m)) {
+      // The receiver wants the shared secret proven.
+      if (options_.secret.empty())
+        co_return error_code(errc::authentication_failed);
+      m = make_proof(options_.secret, *c);
+      if (auto ec = co_await send_control(conn_, m, out_))
+        co_return ec;
+      if (auto ec = co_await receive(m))
+        co_return ec;
+    }
     auto* ack = std::get_if<proto::hello_ack>(&m);
     if (!ack || ack->chunk_size == 0 || ack->chunk_size > options_.buffer_size || ack->slots == 0 ||
         ack->slots > options_.depth ||

@@ -1051,3 +1051,63 @@ BOOST_AUTO_TEST_CASE(
   BOOST_TEST(!fs::exists(mountpoint.path / "f"));
   BOOST_TEST(part_files(mountpoint.path).empty());
 }
+
+// -- Authentication (issue 11).
+
+BOOST_AUTO_TEST_CASE(a_receiver_with_a_secret_accepts_only_senders_that_prove_it) {
+  asio::io_context io;
+  temp_dir src, dst;
+  for (const char* name : {"right", "wrong", "missing", "by_hand"})
+    write_file(src.path / name, 100 * 1024 + 5, 61);
+  ar::file_receiver_options options;
+  options.transfer.secret = "correct horse battery staple";
+  auto receiver = make_receiver_with(io, dst.path, options);
+
+  auto with_secret = [](std::string secret) {
+    auto o = sender_options();
+    o.secret = std::move(secret);
+    return o;
+  };
+  auto out = send_one(io, receiver, src.path / "right", with_secret(options.transfer.secret));
+  BOOST_TEST(!out.sender, out.sender.message());
+  BOOST_TEST(!out.receiver.ec, out.receiver.ec.message());
+  BOOST_TEST(same_file(src.path / "right", dst.path / "right"));
+
+  // A wrong secret, and none at all: a clear error on both sides.
+  for (const char* name : {"wrong", "missing"}) {
+    auto secret =
+        std::string(name) == "wrong" ? std::string("correct horse battery stapler") : std::string();
+    out = send_one(io, receiver, src.path / name, with_secret(secret));
+    BOOST_TEST((out.sender == ar::errc::authentication_failed),
+               name << ": " << out.sender.message());
+    BOOST_TEST(out.sender.message() == "authentication failed");
+    BOOST_TEST((out.receiver.ec == ar::errc::authentication_failed),
+               name << ": " << out.receiver.ec.message());
+    BOOST_TEST(out.receiver.result.files.empty());
+  }
+
+  // A peer that skips the proof and sends a file_begin: refused, nothing created.
+  pending_receive p;
+  start_receive(receiver, p);
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(receiver);
+    proto::hello hello{64 * 1024, 4};
+    co_await send_message(conn, hello);
+    auto m = co_await receive_message(conn);
+    BOOST_REQUIRE(std::holds_alternative<proto::challenge>(m));
+    proto::file_begin b{0, proto::entry_kind::file, 0644, 10, "by_hand"};
+    co_await send_message(conn, b);
+    m = co_await receive_message(conn);
+    BOOST_REQUIRE(std::holds_alternative<proto::status>(m));
+    BOOST_TEST((std::get<proto::status>(m).code == proto::status_code::authentication_failed));
+    co_await wait_until(p.done);
+  });
+  BOOST_TEST((p.ec == ar::errc::authentication_failed), p.ec.message());
+  auto only = std::vector<std::string>{"right"};
+  BOOST_TEST(listing(dst.path) == only, boost::test_tools::per_element()); // nothing else written
+
+  // A sender's secret is harmless for a receiver that asks for none.
+  auto open_receiver = make_receiver(io, dst.path);
+  out = send_one(io, open_receiver, src.path / "wrong", with_secret("anything"));
+  BOOST_TEST(!out.sender, out.sender.message());
+}
