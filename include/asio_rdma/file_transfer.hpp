@@ -219,6 +219,14 @@ struct file_receiver_options {
   /// with errc::file_too_large, before anything is written. Default: no limit
   /// but the free space.
   std::uint64_t max_file_size = std::uint64_t(-1);
+  /// Connections served at once from one peer address; a connection over
+  /// the limit is refused at its hello with errc::too_many_requests (on both
+  /// sides) and closed. 0: no limit.
+  std::size_t max_connections_per_peer = 16;
+  /// Files being received at once from one peer address (over all its
+  /// connections); a file over the limit is refused when it begins with
+  /// errc::too_many_requests, before anything is written. 0: no limit.
+  std::size_t max_files_in_flight_per_peer = 8;
 };
 
 namespace detail {

@@ -29,15 +29,27 @@ constexpr auto as_awaitable_tuple = asio::as_tuple(asio::use_awaitable);
 receive_session::credit_ring::credit_ring(const asio::any_io_executor& ex)
     : signal(ex, asio::steady_timer::time_point::max()) {}
 
-receive_session::receive_session(file_receiver_impl& impl, connection& conn, receive_result& result)
+receive_session::receive_session(file_receiver_impl& impl, connection& conn, receive_result& result,
+                                 bool over_limit)
     : impl_(impl), conn_(conn), result_(result),
       deadline_(conn.get_executor(), conn, impl.options.transfer.timeout),
       buffer_size_(impl.options.transfer.buffer_size),
-      credits_(std::make_shared<credit_ring>(conn.get_executor())) {
+      credits_(std::make_shared<credit_ring>(conn.get_executor())), over_limit_(over_limit) {
   // Sized for the most slots this receiver offers, once: buffers of credits in
   // flight must not move.
   credits_->buffers.resize(std::size_t(impl.options.transfer.depth) * 2);
   credits_->busy.resize(credits_->buffers.size());
+}
+
+receive_session::~receive_session() {
+  release_file_slot();
+}
+
+void receive_session::release_file_slot() noexcept {
+  if (file_slot_) {
+    file_slot_ = false;
+    impl_.count(result_.peer.address(), &file_receiver_impl::peer_load::files, -1);
+  }
 }
 
 awaitable<error_code> receive_session::run() {
@@ -75,6 +87,8 @@ awaitable<error_code> receive_session::on_hello(const proto::hello& m) {
   if (file_.is_open() || m.chunk_size == 0 || m.depth == 0)
     co_return co_await refuse(0, proto::status_code::protocol_error, errc::protocol_error);
   const auto& mine = impl_.options.transfer;
+  if (over_limit_)
+    co_return co_await refuse(0, proto::status_code::too_many_requests, errc::too_many_requests);
   if (!mine.secret.empty() && !authenticated_) {
     if (auto ec = co_await authenticate())
       co_return ec;
@@ -150,6 +164,14 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
   const auto& options = impl_.options;
   if (m.size > options.max_file_size)
     co_return co_await refuse(m.file_id, proto::status_code::too_large, errc::file_too_large);
+  const auto peer = result_.peer.address();
+  auto in_flight = impl_.peers[peer].files;
+  if (options.max_files_in_flight_per_peer != 0 &&
+      in_flight >= options.max_files_in_flight_per_peer)
+    co_return co_await refuse(m.file_id, proto::status_code::too_many_requests,
+                              errc::too_many_requests);
+  impl_.count(peer, &file_receiver_impl::peer_load::files, +1);
+  file_slot_ = true;
   file_ = partial_file::create(impl_.directory_fd.get(), components, ec);
   if (ec) {
     file_.discard();
@@ -200,6 +222,7 @@ awaitable<error_code> receive_session::on_end(const proto::file_end& m) {
   error_code ec;
   std::string stored;
   file_.commit(mode_, impl_.options.fsync, impl_.options.overwrite, stored, ec);
+  release_file_slot();
   if (ec)
     co_return co_await refuse_write(m.file_id, ec);
   received_file f;
@@ -228,6 +251,7 @@ awaitable<error_code> receive_session::reply(std::uint32_t file_id, proto::statu
 awaitable<error_code> receive_session::refuse(std::uint32_t file_id, proto::status_code code,
                                               error_code ec) {
   file_.discard();
+  release_file_slot();
   co_await reply(file_id, code); // best effort: the session ends with `ec` anyway
   co_return ec;
 }

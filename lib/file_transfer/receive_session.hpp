@@ -16,7 +16,14 @@ namespace asio_rdma::detail {
 
 class receive_session {
 public:
-  receive_session(file_receiver_impl& impl, connection& conn, receive_result& result);
+  /// `over_limit`: the peer has too many connections; this one is refused
+  /// at its hello.
+  receive_session(file_receiver_impl& impl, connection& conn, receive_result& result,
+                  bool over_limit);
+  /// Releases the peer's file-in-flight count if a file is open.
+  ~receive_session();
+  receive_session(const receive_session&) = delete;
+  receive_session& operator=(const receive_session&) = delete;
 
   /// Runs until the sender disconnects between files (success) or an error.
   boost::asio::awaitable<error_code> run();
@@ -47,6 +54,8 @@ private:
   boost::asio::awaitable<error_code> refuse_write(std::uint32_t file_id, error_code ec);
   boost::asio::awaitable<error_code> send_credit(std::uint32_t sequence);
   void completed(received_file f);
+  /// Ends the current file's count against max_files_in_flight_per_peer.
+  void release_file_slot() noexcept;
 
   file_receiver_impl& impl_;
   connection& conn_;
@@ -60,6 +69,9 @@ private:
   file_protocol::hello_ack ack_;
   std::size_t credit_next_ = 0;
   bool authenticated_ = false;
+  bool over_limit_ = false;
+  /// The current file counts against the peer's files in flight.
+  bool file_slot_ = false;
 
   // The file being received.
   partial_file file_;

@@ -1111,3 +1111,105 @@ BOOST_AUTO_TEST_CASE(a_receiver_with_a_secret_accepts_only_senders_that_prove_it
   out = send_one(io, open_receiver, src.path / "wrong", with_secret("anything"));
   BOOST_TEST(!out.sender, out.sender.message());
 }
+
+// -- Per-peer limits (issue 11).
+
+BOOST_AUTO_TEST_CASE(connections_per_peer_over_the_limit_are_refused_with_too_many_requests) {
+  asio::io_context io;
+  temp_dir src, dst;
+  write_file(src.path / "third", 1000, 71);
+  write_file(src.path / "later", 1000, 72);
+  ar::file_receiver_options defaults;
+  BOOST_TEST(defaults.max_connections_per_peer == 16u);
+  BOOST_TEST(defaults.max_files_in_flight_per_peer == 8u);
+  ar::file_receiver_options options;
+  options.max_connections_per_peer = 2;
+  auto receiver = make_receiver_with(io, dst.path, options);
+  std::vector<ar::error_code> sessions;
+  bool run_done = false;
+  receiver.async_run([&](ar::error_code ec, const ar::receive_result&) { sessions.push_back(ec); },
+                     [&](ar::error_code) { run_done = true; });
+  run(io, [&]() -> awaitable<void> {
+    // Two connections from this address, idle; the third is one too many.
+    auto first = co_await connect_to(receiver);
+    auto second = co_await connect_to(receiver);
+    auto third = co_await connect_to(receiver);
+    auto [ec, r] = co_await ar::async_send_file(third, src.path / "third", sender_options(),
+                                                asio::as_tuple(use_awaitable));
+    BOOST_TEST((ec == ar::errc::too_many_requests), ec.message());
+    BOOST_TEST(!fs::exists(dst.path / "third"));
+    // One leaves: a new connection is served again.
+    co_await first.async_disconnect(asio::as_tuple(use_awaitable));
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer t(ex);
+    for (int i = 0; i < 2000 && sessions.size() < 2; ++i) {
+      t.expires_after(std::chrono::milliseconds(5));
+      co_await t.async_wait(use_awaitable);
+    }
+    auto fourth = co_await connect_to(receiver);
+    auto [ec4, r4] = co_await ar::async_send_file(fourth, src.path / "later", sender_options(),
+                                                  asio::as_tuple(use_awaitable));
+    BOOST_TEST(!ec4, ec4.message());
+    co_await fourth.async_disconnect(asio::as_tuple(use_awaitable));
+    co_await second.async_disconnect(asio::as_tuple(use_awaitable));
+    for (int i = 0; i < 2000 && sessions.size() < 4; ++i) {
+      t.expires_after(std::chrono::milliseconds(5));
+      co_await t.async_wait(use_awaitable);
+    }
+  });
+  BOOST_TEST(sessions.size() == 4u);
+  BOOST_TEST(std::count(sessions.begin(), sessions.end(),
+                        ar::error_code(ar::errc::too_many_requests)) == 1);
+  BOOST_TEST(same_file(src.path / "later", dst.path / "later"));
+  receiver.stop();
+  run(io, [&]() -> awaitable<void> { co_await wait_until(run_done); });
+}
+
+BOOST_AUTO_TEST_CASE(files_in_flight_per_peer_over_the_limit_are_refused_before_writing) {
+  asio::io_context io;
+  temp_dir src, dst;
+  write_file(src.path / "second", 1000, 73);
+  ar::file_receiver_options options;
+  options.max_files_in_flight_per_peer = 1;
+  auto receiver = make_receiver_with(io, dst.path, options);
+  std::vector<ar::error_code> sessions;
+  bool run_done = false;
+  receiver.async_run([&](ar::error_code ec, const ar::receive_result&) { sessions.push_back(ec); },
+                     [&](ar::error_code) { run_done = true; });
+  run(io, [&]() -> awaitable<void> {
+    // A peer by hand holds one file open (begun, not finished)...
+    auto holder = co_await connect_to(receiver);
+    co_await handshake(holder);
+    proto::file_begin b{0, proto::entry_kind::file, 0644, 10, "held"};
+    co_await send_message(holder, b);
+    auto m = co_await receive_message(holder);
+    BOOST_REQUIRE(std::holds_alternative<proto::status>(m));
+    BOOST_TEST((std::get<proto::status>(m).code == proto::status_code::ok));
+    // ...so a second file from the same address is one too many.
+    auto conn = co_await connect_to(receiver);
+    auto [ec, r] = co_await ar::async_send_file(conn, src.path / "second", sender_options(),
+                                                asio::as_tuple(use_awaitable));
+    BOOST_TEST((ec == ar::errc::too_many_requests), ec.message());
+    BOOST_TEST(!fs::exists(dst.path / "second"));
+    // The held file ends (its sender leaves): the slot is free again.
+    holder.close();
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer t(ex);
+    for (int i = 0; i < 2000 && sessions.size() < 2; ++i) {
+      t.expires_after(std::chrono::milliseconds(5));
+      co_await t.async_wait(use_awaitable);
+    }
+    auto again = co_await connect_to(receiver);
+    auto [ec2, r2] = co_await ar::async_send_file(again, src.path / "second", sender_options(),
+                                                  asio::as_tuple(use_awaitable));
+    BOOST_TEST(!ec2, ec2.message());
+    co_await again.async_disconnect(asio::as_tuple(use_awaitable));
+  });
+  BOOST_TEST(sessions.size() >= 2u);
+  BOOST_TEST(std::count(sessions.begin(), sessions.end(),
+                        ar::error_code(ar::errc::too_many_requests)) == 1);
+  BOOST_TEST(same_file(src.path / "second", dst.path / "second"));
+  BOOST_TEST(part_files(dst.path).empty());
+  receiver.stop();
+  run(io, [&]() -> awaitable<void> { co_await wait_until(run_done); });
+}
