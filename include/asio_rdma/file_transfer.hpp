@@ -28,6 +28,19 @@
 
 namespace asio_rdma {
 
+/// What a send operation's progress callback sees.
+struct transfer_progress {
+  /// File bytes the receiver has confirmed (credited chunks) so far.
+  std::uint64_t bytes_done = 0;
+  /// File bytes the operation sends in all (the sizes of its files when it
+  /// started).
+  std::uint64_t bytes_total = 0;
+  /// From the start of the operation.
+  std::chrono::nanoseconds elapsed{0};
+  /// bytes_done / elapsed, in bytes per second (0 at first).
+  double bytes_per_second = 0;
+};
+
 /// Options of a sending side (async_send_file, async_send_tree) and, with
 /// file_receiver_options, of a receiving side.
 struct file_transfer_options {
@@ -47,6 +60,14 @@ struct file_transfer_options {
   /// A sender's secret is used only when the receiver asks for it. Without
   /// one, a receiver accepts files from anyone who can reach its port.
   std::string secret;
+  /// Sending side: called on the connection's executor with the progress of
+  /// the operation, at most once every progress_interval while data flows,
+  /// and once more when the operation succeeded (then bytes_done ==
+  /// bytes_total). May be empty. It must not start another transfer on the
+  /// connection.
+  std::function<void(const transfer_progress&)> on_progress;
+  /// The least time between two progress calls (before the final one).
+  std::chrono::milliseconds progress_interval = std::chrono::milliseconds(200);
 
   static constexpr std::size_t min_buffer_size = 512;
   static constexpr std::size_t max_buffer_size = std::size_t(256) << 20;
@@ -60,6 +81,8 @@ struct file_transfer_options {
       return "depth must be 1..256";
     if (timeout.count() <= 0)
       return "timeout must be positive";
+    if (progress_interval.count() <= 0)
+      return "progress_interval must be positive";
     return nullptr;
   }
   /// errc::invalid_option if problem() names one, else success.

@@ -79,6 +79,12 @@ public:
         writes_(std::make_shared<write_tracker>(conn.get_executor())) {}
 
   awaitable<error_code> run(const std::vector<send_entry>& entries) {
+    start_ = std::chrono::steady_clock::now();
+    for (const auto& e : entries) {
+      std::error_code sec;
+      if (!e.directory)
+        progress_.bytes_total += std::filesystem::file_size(e.local, sec);
+    }
     if (auto ec = co_await handshake())
       co_return ec;
     std::uint32_t file_id = 0;
@@ -88,6 +94,7 @@ public:
         co_return ec;
       ++file_id;
     }
+    report_progress(true);
     co_return error_code();
   }
 
@@ -200,6 +207,12 @@ private:
     if (!S_ISREG(st.st_mode))
       co_return error_code(asio::error::invalid_argument);
     auto size = static_cast<std::uint64_t>(st.st_size);
+    // The file changed since the operation listed it: so does the total.
+    std::error_code sec;
+    auto listed = std::filesystem::file_size(e.local, sec);
+    if (!sec && listed != size)
+      progress_.bytes_total = progress_.bytes_total - listed + size;
+    size_ = size;
     std::uint64_t chunks = (size + ack_.chunk_size - 1) / ack_.chunk_size;
     if (chunks > std::numeric_limits<std::uint32_t>::max())
       co_return error_code(EFBIG, boost::system::system_category());
@@ -262,8 +275,26 @@ private:
     auto* c = std::get_if<proto::credit>(&m);
     if (!c || c->sequence != credits_ || credits_ >= chunks)
       co_return error_code(errc::protocol_error);
+    progress_.bytes_done +=
+        std::min<std::uint64_t>(ack_.chunk_size, size_ - credits_ * ack_.chunk_size);
     ++credits_;
+    report_progress(false);
     co_return error_code();
+  }
+
+  /// Calls on_progress if progress_interval passed since the last call (or
+  /// `final`). A clock read per credit; the callback runs rarely.
+  void report_progress(bool final) {
+    if (!options_.on_progress)
+      return;
+    auto now = std::chrono::steady_clock::now();
+    if (!final && now - last_progress_ < options_.progress_interval)
+      return;
+    last_progress_ = now;
+    progress_.elapsed = now - start_;
+    double s = std::chrono::duration<double>(progress_.elapsed).count();
+    progress_.bytes_per_second = s > 0 ? static_cast<double>(progress_.bytes_done) / s : 0.0;
+    options_.on_progress(progress_);
   }
 
   awaitable<error_code> await_local_buffer() {
@@ -300,6 +331,10 @@ private:
   std::shared_ptr<write_tracker> writes_;
   proto::hello_ack ack_;
   std::uint64_t credits_ = 0;
+  std::uint64_t size_ = 0; ///< of the file being sent
+  transfer_progress progress_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_progress_{};
   transfer_result result_;
   std::array<std::byte, 64> in_{};
   std::array<std::byte, proto::max_message_size> out_{};

@@ -1213,3 +1213,52 @@ BOOST_AUTO_TEST_CASE(files_in_flight_per_peer_over_the_limit_are_refused_before_
   receiver.stop();
   run(io, [&]() -> awaitable<void> { co_await wait_until(run_done); });
 }
+
+// -- Progress (issue 11).
+
+BOOST_AUTO_TEST_CASE(progress_is_reported_at_most_every_interval_and_once_at_the_end) {
+  asio::io_context io;
+  temp_dir src, dst;
+  const std::size_t a = 3 * 1024 * 1024 + 5, b = 1024 * 1024;
+  write_file(src.path / "t" / "a.bin", a, 81);
+  write_file(src.path / "t" / "b.bin", b, 82);
+  auto receiver = make_receiver(io, dst.path, 16 * 1024);
+  std::vector<ar::transfer_progress> calls;
+  auto options = sender_options(16 * 1024);
+  options.progress_interval = std::chrono::milliseconds(50);
+  options.on_progress = [&](const ar::transfer_progress& p) { calls.push_back(p); };
+  pending_receive p;
+  start_receive(receiver, p);
+  ar::transfer_result result;
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(receiver);
+    result = co_await ar::async_send_tree(conn, src.path / "t", options, use_awaitable);
+    co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+    co_await wait_until(p.done);
+  });
+  BOOST_TEST(result.bytes == a + b);
+  BOOST_TEST_MESSAGE(calls.size() << " progress calls over " << result.elapsed.count() / 1000000
+                                  << " ms");
+  BOOST_REQUIRE(calls.size() >= 3u); // the transfer takes well over 100 ms here
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const auto& c = calls[i];
+    BOOST_TEST(c.bytes_total == a + b);
+    BOOST_TEST(c.bytes_done <= c.bytes_total);
+    if (i > 0) {
+      BOOST_TEST(c.bytes_done >= calls[i - 1].bytes_done);
+      // Every call but the final one comes at least an interval after the last.
+      if (i + 1 < calls.size())
+        BOOST_TEST((c.elapsed - calls[i - 1].elapsed >= std::chrono::milliseconds(50)), i);
+    }
+    double s = std::chrono::duration<double>(c.elapsed).count();
+    BOOST_TEST(c.bytes_per_second == (s > 0 ? double(c.bytes_done) / s : 0.0),
+               boost::test_tools::tolerance(1e-9));
+  }
+  BOOST_TEST(calls.back().bytes_done == a + b);
+  BOOST_TEST(calls.front().bytes_done < a + b); // progress before the end
+  BOOST_TEST(calls.back().bytes_per_second > 0);
+  // An interval of zero is an invalid option.
+  auto bad = sender_options();
+  bad.progress_interval = std::chrono::milliseconds(0);
+  BOOST_TEST((bad.validate() == ar::errc::invalid_option));
+}
