@@ -37,7 +37,7 @@ install(FILES ${PROJECT_BINARY_DIR}/asio_rdmaConfig.cmake
   DESTINATION ${ASIO_RDMA_CMAKE_DIR} COMPONENT dev)
 
 # pkg-config: the public headers include <infiniband/verbs.h> (its cflags come
-# with Requires.private); libibverbs, librdmacm, libisal and threads are on the
+# with Requires.private); libibverbs, librdmacm, libisal, libcrypto and threads are on the
 # link line of the static library only (pkg-config --static). Boost (headers
 # only) ships no .pc file on Debian.
 # The prefix is written at install time, so that `cmake --install --prefix DIR`

@@ -28,6 +28,11 @@ public:
     case errc::too_many_flows: return "too many flow rules for this socket";
     case errc::invalid_option: return "option value out of range";
     case errc::remote_failure: return "the remote side reported a failure";
+    case errc::file_exists: return "file exists on receiver";
+    case errc::file_too_large: return "file larger than the receiver's maximum file size";
+    case errc::no_space: return "no space on receiver";
+    case errc::authentication_failed: return "authentication failed";
+    case errc::too_many_requests: return "too many connections or files in flight from this peer";
     }
     return "unknown asio_rdma error " + std::to_string(value);
   }

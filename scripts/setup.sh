@@ -31,6 +31,7 @@ PACKAGES=(
   perftest rdmacm-utils ibverbs-utils iputils-ping tcpdump libfabric-bin python3-matplotlib
   # the sanitizer and fuzzing stage (scripts/test_sanitized.sh); llvm-16 for llvm-symbolizer
   clang-16 libclang-rt-16-dev libfuzzer-16-dev llvm-16
+  libssl-dev
 )
 
 log() { printf 'setup.sh: %s\n' "$*" >&2; }

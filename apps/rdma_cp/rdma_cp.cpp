@@ -1,8 +1,9 @@
 // rdma_cp: copy files and directory trees to a receiving server over RDMA.
 //
 //   rdma_cp serve --dir DIR [--bind ADDR] [--port 7472] [--buffer-size N] [--depth D]
-//                 [--timeout SECONDS] [--once]
+//                 [--timeout SECONDS] [--once] [--secret-file F]
 //   rdma_cp send HOST[:PORT] PATH... [--buffer-size N] [--depth D] [--timeout SECONDS]
+//                [--secret-file F]
 //   rdma_cp --help, rdma_cp serve --help, rdma_cp send --help
 //
 // The server stores what senders send under DIR (names are checked; nothing
@@ -24,7 +25,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -48,6 +51,7 @@ struct settings {
   std::vector<std::string> paths;
   asio_rdma::file_transfer_options transfer;
   bool once = false;
+  std::string secret_file;
 };
 
 /// HOST, HOST:PORT, [V6]:PORT.
@@ -98,6 +102,10 @@ void describe(CLI::App& app, settings& s) {
            },
            "give up after this long without progress")
         ->type_name("SECONDS");
+    sub->add_option("--secret-file", s.secret_file,
+                    "the shared secret (the file's contents) that senders must prove; WARNING: "
+                    "serve without it lets anyone who can reach the port write files into --dir")
+        ->type_name("F");
   }
   serve->add_option("--dir", s.dir, "where received files are stored")->required();
   serve->add_option("--bind", s.host, "address to listen on (default 0.0.0.0)");
@@ -132,6 +140,9 @@ int serve(asio::io_context& io, const settings& s) {
     std::fflush(stdout);
   };
   asio_rdma::file_receiver receiver(io.get_executor(), s.host, s.port, s.dir, options);
+  if (s.transfer.secret.empty())
+    std::fprintf(stderr, "rdma_cp: WARNING: serving without --secret-file: anyone who can reach "
+                         "this port can write files into the directory\n");
   std::printf("rdma_cp: serving %s on %s\n", receiver.directory().c_str(),
               receiver.local_endpoint().address().to_string().c_str());
   std::printf("rdma_cp: port %u\n", receiver.local_endpoint().port());
@@ -216,6 +227,21 @@ int main(int argc, char** argv) {
   describe(app, s);
   if (auto status = asio_rdma::cli::parse(app, argc, argv))
     return *status;
+  if (!s.secret_file.empty()) {
+    std::ifstream in(s.secret_file, std::ios::binary);
+    s.transfer.secret.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    while (!s.transfer.secret.empty() &&
+           (s.transfer.secret.back() == '\n' || s.transfer.secret.back() == '\r'))
+      s.transfer.secret.pop_back(); // a file written by echo or an editor
+    if (!in.good() && !in.eof()) {
+      std::cerr << "rdma_cp: --secret-file " << s.secret_file << ": cannot read it\n";
+      return 2;
+    }
+    if (s.transfer.secret.empty()) {
+      std::cerr << "rdma_cp: --secret-file " << s.secret_file << ": missing or empty\n";
+      return 2;
+    }
+  }
   if (auto problem = s.transfer.problem()) {
     std::cerr << "rdma_cp: " << problem << "\n";
     return 2;

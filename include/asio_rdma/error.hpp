@@ -62,6 +62,20 @@ enum class errc {
   invalid_option,
   /// The remote side of a file transfer reported a failure.
   remote_failure,
+  /// A file of the sent name already exists on the receiver, whose overwrite
+  /// policy refuses to replace it ("file exists on receiver").
+  file_exists,
+  /// The file is larger than the receiver's maximum file size.
+  file_too_large,
+  /// The receiver has not enough free space for the file, or ran out of it
+  /// while writing ("no space on receiver").
+  no_space,
+  /// The sender did not prove it knows the receiver's shared secret, or the
+  /// receiver asked for one the sender does not have ("authentication failed").
+  authentication_failed,
+  /// The receiver refused the connection or file: too many connections from
+  /// the sender's address, or too many files in flight.
+  too_many_requests,
 };
 
 /// The category of asio_rdma::errc ("asio_rdma").

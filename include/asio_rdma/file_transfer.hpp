@@ -28,6 +28,19 @@
 
 namespace asio_rdma {
 
+/// What a send operation's progress callback sees.
+struct transfer_progress {
+  /// File bytes the receiver has confirmed (credited chunks) so far.
+  std::uint64_t bytes_done = 0;
+  /// File bytes the operation sends in all (the sizes of its files when it
+  /// started).
+  std::uint64_t bytes_total = 0;
+  /// From the start of the operation.
+  std::chrono::nanoseconds elapsed{0};
+  /// bytes_done / elapsed, in bytes per second (0 at first).
+  double bytes_per_second = 0;
+};
+
 /// Options of a sending side (async_send_file, async_send_tree) and, with
 /// file_receiver_options, of a receiving side.
 struct file_transfer_options {
@@ -40,6 +53,21 @@ struct file_transfer_options {
   /// receiver's verdict on a file). When it passes, the connection is closed
   /// and the operation fails with asio::error::timed_out.
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
+  /// Shared secret (any bytes; empty: none). On a receiver that has one,
+  /// every connection must prove it knows the same secret (HMAC-SHA256 over
+  /// a random nonce of the receiver's) before any file is created; otherwise
+  /// both sides fail with errc::authentication_failed and nothing is written.
+  /// A sender's secret is used only when the receiver asks for it. Without
+  /// one, a receiver accepts files from anyone who can reach its port.
+  std::string secret;
+  /// Sending side: called on the connection's executor with the progress of
+  /// the operation, at most once every progress_interval while data flows,
+  /// and once more when the operation succeeded (then bytes_done ==
+  /// bytes_total). May be empty. It must not start another transfer on the
+  /// connection.
+  std::function<void(const transfer_progress&)> on_progress;
+  /// The least time between two progress calls (before the final one).
+  std::chrono::milliseconds progress_interval = std::chrono::milliseconds(200);
 
   /// Smallest buffer_size accepted (bytes).
   static constexpr std::size_t min_buffer_size = 512;
@@ -56,6 +84,8 @@ struct file_transfer_options {
       return "depth must be 1..256";
     if (timeout.count() <= 0)
       return "timeout must be positive";
+    if (progress_interval.count() <= 0)
+      return "progress_interval must be positive";
     return nullptr;
   }
   /// errc::invalid_option if problem() names one, else success.
@@ -164,6 +194,9 @@ struct received_file {
   std::uint32_t mode = 0;
   /// True if it is a directory.
   bool directory = false;
+  /// The file and its directory entry were fsync'ed before the name was
+  /// reported (file_receiver_options::fsync); false for directories.
+  bool durable = false;
 };
 
 /// What one served connection brought.
@@ -180,6 +213,19 @@ struct receive_result {
   std::size_t chunk_size = 0;
 };
 
+/// What a file_receiver does when a file of the sent name already exists.
+enum class overwrite_policy {
+  /// Refuse the file: the sender fails with errc::file_exists ("file exists
+  /// on receiver"), checked when the file begins and again, atomically, when
+  /// it is renamed into place. The default.
+  refuse,
+  /// Replace the existing file atomically (rename).
+  replace,
+  /// Keep both: store the new file as STEM.1.EXT (STEM.2.EXT, ...), the
+  /// first name that is free; received_file::path names it.
+  keep_both,
+};
+
 /// Options of a file_receiver.
 struct file_receiver_options {
   /// buffer_size: the receiver's chunk size limit (the negotiated chunk is the
@@ -191,6 +237,24 @@ struct file_receiver_options {
   /// Called on the receiver's executor for every file and directory stored
   /// (librdmaft's rdmaft_recv_cb). May be empty.
   std::function<void(const received_file&)> on_file;
+  /// fsync the file, and its directory after the rename, before the name is
+  /// reported to the sender (durable against a crash of the receiver's host).
+  bool fsync = true;
+  /// An existing file of the same name: refused by default, never replaced
+  /// unless asked for.
+  overwrite_policy overwrite = overwrite_policy::refuse;
+  /// Largest file accepted (bytes); a larger one is refused when it begins
+  /// with errc::file_too_large, before anything is written. Default: no limit
+  /// but the free space.
+  std::uint64_t max_file_size = std::uint64_t(-1);
+  /// Connections served at once from one peer address; a connection over
+  /// the limit is refused at its hello with errc::too_many_requests (on both
+  /// sides) and closed. 0: no limit.
+  std::size_t max_connections_per_peer = 16;
+  /// Files being received at once from one peer address (over all its
+  /// connections); a file over the limit is refused when it begins with
+  /// errc::too_many_requests, before anything is written. 0: no limit.
+  std::size_t max_files_in_flight_per_peer = 8;
 };
 
 namespace detail {
@@ -212,9 +276,12 @@ void start_run(const std::shared_ptr<file_receiver_impl>& impl, session_callback
 /// outside the directory. A file is written to a temporary of its own,
 /// NAME.XXXXXX.part (unique per transfer), and renamed to NAME only when its
 /// size and CRC-32C match; an unfinished or failed file is removed. An
-/// existing NAME is replaced atomically: when several senders send the same
-/// name at once, NAME ends up as exactly one of their complete files (the
-/// last to finish), never a mixture.
+/// existing NAME is handled by file_receiver_options::overwrite (refused by
+/// default); with overwrite_policy::replace it is replaced atomically: when
+/// several senders send the same name at once, NAME ends up as exactly one of
+/// their complete files (the last to finish), never a mixture. Files larger
+/// than max_file_size or the free space are refused (errc::file_too_large,
+/// errc::no_space) before anything is written.
 ///
 /// Disk writes are synchronous on the receiver's executor (no thread of the
 /// library's own); use an io_context of its own for a busy receiver.

@@ -5,8 +5,11 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <fcntl.h>
+#include <filesystem>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace asio_rdma::detail {
@@ -128,31 +131,88 @@ void partial_file::write_at(std::span<const std::byte> data, std::uint64_t offse
   }
 }
 
-void partial_file::commit(std::uint32_t mode, error_code& ec) noexcept {
+bool partial_file::target_exists() const noexcept {
+  struct stat st {};
+  return ::fstatat(directory_.get(), name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+std::uint64_t partial_file::free_space(error_code& ec) const noexcept {
   ec = {};
-  if (::fchmod(file_.get(), mode & 0777) != 0) {
+  struct statvfs sv {};
+  if (::fstatvfs(directory_.get(), &sv) != 0) {
     ec = from_errno();
-    return;
+    return 0;
   }
-  if (::close(file_.release()) != 0) {
-    ec = from_errno();
+  return static_cast<std::uint64_t>(sv.f_bavail) * sv.f_frsize;
+}
+
+namespace {
+
+/// STEM.N.EXT for NAME = STEM.EXT (".bashrc" -> ".bashrc.N"), cut to NAME_MAX.
+std::string numbered_name(const std::string& name, unsigned n) {
+  std::filesystem::path p(name);
+  std::string ext = p.extension().string();
+  std::string stem = p.stem().string();
+  std::string tail = "." + std::to_string(n) + ext;
+  if (tail.size() > 200) { // an absurd extension: number the whole name instead
+    tail = "." + std::to_string(n);
+    stem = name;
+  }
+  return stem.substr(0, 255 - tail.size()) + tail;
+}
+
+} // namespace
+
+void partial_file::commit(std::uint32_t mode, bool durable, overwrite_policy policy,
+                          std::string& stored_name, error_code& ec) noexcept {
+  ec = {};
+  auto fail = [&](error_code e) {
+    ec = e;
+    file_ = unique_fd();
     ::unlinkat(directory_.get(), temporary_.c_str(), 0);
     name_.clear();
     temporary_.clear();
-    return;
-  }
-  // rename() replaces NAME atomically: a reader (or a concurrent transfer of
-  // the same name) sees the old file or this one, never a mixture.
-  if (::renameat(directory_.get(), temporary_.c_str(), directory_.get(), name_.c_str()) != 0) {
-    ec = from_errno();
-    ::unlinkat(directory_.get(), temporary_.c_str(), 0);
+  };
+  if (::fchmod(file_.get(), mode & 0777) != 0)
+    return fail(from_errno());
+  // Durability: the data reaches the disk before the name appears.
+  if (durable && ::fsync(file_.get()) != 0)
+    return fail(from_errno());
+  if (::close(file_.release()) != 0)
+    return fail(from_errno());
+  const int dir = directory_.get();
+  if (policy == overwrite_policy::replace) {
+    // rename() replaces NAME atomically: a reader (or a concurrent transfer
+    // of the same name) sees the old file or this one, never a mixture.
+    if (::renameat(dir, temporary_.c_str(), dir, name_.c_str()) != 0)
+      return fail(from_errno());
+    stored_name = name_;
+  } else {
+    // Never replace: RENAME_NOREPLACE makes the check and the rename one
+    // atomic step, so a concurrent transfer of the same name cannot slip in.
+    for (unsigned n = 0;; ++n) {
+      std::string candidate = n == 0 ? name_ : numbered_name(name_, n);
+      if (::renameat2(dir, temporary_.c_str(), dir, candidate.c_str(), RENAME_NOREPLACE) == 0) {
+        stored_name = std::move(candidate);
+        break;
+      }
+      if (errno != EEXIST)
+        return fail(from_errno());
+      if (policy == overwrite_policy::refuse)
+        return fail(errc::file_exists);
+      if (n == 100000)
+        return fail(errc::file_exists);
+    }
   }
   name_.clear();
   temporary_.clear();
+  // ...and the directory entry too, before the name is reported.
+  if (durable && ::fsync(dir) != 0)
+    ec = from_errno();
 }
 
 void partial_file::discard() noexcept {
-  if (name_.empty())
+  if (temporary_.empty())
     return;
   file_ = unique_fd();
   ::unlinkat(directory_.get(), temporary_.c_str(), 0);

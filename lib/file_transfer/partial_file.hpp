@@ -6,6 +6,7 @@
 #pragma once
 
 #include <asio_rdma/error.hpp>
+#include <asio_rdma/file_transfer.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -61,9 +62,19 @@ public:
   void write_at(std::span<const std::byte> data, std::uint64_t offset, error_code& ec) noexcept;
   /// The temporary's name in its directory (empty when none).
   const std::string& temporary_name() const noexcept { return temporary_; }
-  /// Applies `mode`, closes and renames the temporary to NAME (atomically
-  /// replacing it).
-  void commit(std::uint32_t mode, error_code& ec) noexcept;
+  /// Whether NAME exists in the temporary's directory (any kind of entry).
+  bool target_exists() const noexcept;
+  /// Bytes an unprivileged writer may still use on the temporary's file
+  /// system (statvfs f_bavail * f_frsize).
+  std::uint64_t free_space(error_code& ec) const noexcept;
+  /// Applies `mode`, fsyncs the file if `durable`, closes it and renames it to
+  /// NAME by `policy`: replace (atomically), refuse (renameat2 with
+  /// RENAME_NOREPLACE, errc::file_exists if NAME exists) or keep_both (NAME,
+  /// else STEM.1.EXT, STEM.2.EXT, ...: the first free one). Then fsyncs the
+  /// directory if `durable`. `stored_name` receives the final name of the file
+  /// in its directory. On failure the temporary is removed.
+  void commit(std::uint32_t mode, bool durable, overwrite_policy policy, std::string& stored_name,
+              error_code& ec) noexcept;
   /// Closes and removes the temporary (nothing if already committed).
   void discard() noexcept;
 

@@ -85,6 +85,9 @@ constexpr std::size_t fixed_size(message_type t) noexcept {
     return 16;
   case message_type::status:
     return 16;
+  case message_type::challenge:
+  case message_type::proof:
+    return header_size + 32;
   }
   return 0;
 }
@@ -139,6 +142,17 @@ struct encoder {
     w.put(m.file_id);
     w.put(static_cast<std::uint16_t>(m.code));
     w.put(std::uint16_t(0));
+  }
+  void operator()(const challenge& m) noexcept {
+    w.header(message_type::challenge);
+    w.put(as_text(m.nonce));
+  }
+  void operator()(const proof& m) noexcept {
+    w.header(message_type::proof);
+    w.put(as_text(m.mac));
+  }
+  template <std::size_t N> static std::string_view as_text(const std::array<std::byte, N>& a) {
+    return {reinterpret_cast<const char*>(a.data()), N};
   }
 };
 
@@ -234,6 +248,16 @@ message decode(std::span<const std::byte> in, error_code& ec) noexcept {
     m.code = static_cast<status_code>(r.get<std::uint16_t>());
     if (r.get<std::uint16_t>() != 0)
       return fail(ec);
+    return m;
+  }
+  case message_type::challenge: {
+    challenge m;
+    std::memcpy(m.nonce.data(), r.rest().data(), m.nonce.size());
+    return m;
+  }
+  case message_type::proof: {
+    proof m;
+    std::memcpy(m.mac.data(), r.rest().data(), m.mac.size());
     return m;
   }
   }

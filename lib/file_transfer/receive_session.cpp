@@ -2,6 +2,7 @@
 // docs/file_transfer.md).
 #include "receive_session.hpp"
 
+#include "authentication.hpp"
 #include "control.hpp"
 #include "verbs_error.hpp"
 
@@ -28,15 +29,27 @@ constexpr auto as_awaitable_tuple = asio::as_tuple(asio::use_awaitable);
 receive_session::credit_ring::credit_ring(const asio::any_io_executor& ex)
     : signal(ex, asio::steady_timer::time_point::max()) {}
 
-receive_session::receive_session(file_receiver_impl& impl, connection& conn, receive_result& result)
+receive_session::receive_session(file_receiver_impl& impl, connection& conn, receive_result& result,
+                                 bool over_limit)
     : impl_(impl), conn_(conn), result_(result),
       deadline_(conn.get_executor(), conn, impl.options.transfer.timeout),
       buffer_size_(impl.options.transfer.buffer_size),
-      credits_(std::make_shared<credit_ring>(conn.get_executor())) {
+      credits_(std::make_shared<credit_ring>(conn.get_executor())), over_limit_(over_limit) {
   // Sized for the most slots this receiver offers, once: buffers of credits in
   // flight must not move.
   credits_->buffers.resize(std::size_t(impl.options.transfer.depth) * 2);
   credits_->busy.resize(credits_->buffers.size());
+}
+
+receive_session::~receive_session() {
+  release_file_slot();
+}
+
+void receive_session::release_file_slot() noexcept {
+  if (file_slot_) {
+    file_slot_ = false;
+    impl_.count(result_.peer.address(), &file_receiver_impl::peer_load::files, -1);
+  }
 }
 
 awaitable<error_code> receive_session::run() {
@@ -74,6 +87,13 @@ awaitable<error_code> receive_session::on_hello(const proto::hello& m) {
   if (file_.is_open() || m.chunk_size == 0 || m.depth == 0)
     co_return co_await refuse(0, proto::status_code::protocol_error, errc::protocol_error);
   const auto& mine = impl_.options.transfer;
+  if (over_limit_)
+    co_return co_await refuse(0, proto::status_code::too_many_requests, errc::too_many_requests);
+  if (!mine.secret.empty() && !authenticated_) {
+    if (auto ec = co_await authenticate())
+      co_return ec;
+    authenticated_ = true;
+  }
   std::uint32_t chunk =
       static_cast<std::uint32_t>(std::min<std::size_t>(m.chunk_size, buffer_size_));
   std::uint16_t slots = std::min(m.depth, mine.depth);
@@ -91,6 +111,31 @@ awaitable<error_code> receive_session::on_hello(const proto::hello& m) {
   result_.chunk_size = chunk;
   proto::message reply_message = ack_;
   co_return co_await send_control(conn_, reply_message, out_);
+}
+
+awaitable<error_code> receive_session::authenticate() {
+  error_code ec;
+  proto::challenge challenge = make_challenge(ec);
+  if (ec)
+    co_return co_await refuse(0, proto::status_code::io_error, ec);
+  proto::message m = challenge;
+  if ((ec = co_await send_control(conn_, m, out_)))
+    co_return ec;
+  deadline_.arm();
+  auto [rec, r] = co_await conn_.async_receive_message(asio::buffer(in_), as_awaitable_tuple);
+  deadline_.disarm();
+  // A sender without the secret gives up and disconnects.
+  if (rec)
+    co_return deadline_.expired() ? error_code(asio::error::timed_out)
+                                  : error_code(errc::authentication_failed);
+  if (r.rdma_write || r.immediate)
+    co_return co_await refuse(0, proto::status_code::protocol_error, errc::protocol_error);
+  m = proto::decode(std::span<const std::byte>(in_.data(), r.size), ec);
+  auto* proof = std::get_if<proto::proof>(&m);
+  if (!proof || !check_proof(impl_.options.transfer.secret, challenge, *proof))
+    co_return co_await refuse(0, proto::status_code::authentication_failed,
+                              errc::authentication_failed);
+  co_return error_code();
 }
 
 awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
@@ -116,11 +161,31 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
     completed(std::move(f));
     co_return error_code();
   }
+  const auto& options = impl_.options;
+  if (m.size > options.max_file_size)
+    co_return co_await refuse(m.file_id, proto::status_code::too_large, errc::file_too_large);
+  const auto peer = result_.peer.address();
+  auto in_flight = impl_.peers[peer].files;
+  if (options.max_files_in_flight_per_peer != 0 &&
+      in_flight >= options.max_files_in_flight_per_peer)
+    co_return co_await refuse(m.file_id, proto::status_code::too_many_requests,
+                              errc::too_many_requests);
+  impl_.count(peer, &file_receiver_impl::peer_load::files, +1);
+  file_slot_ = true;
   file_ = partial_file::create(impl_.directory_fd.get(), components, ec);
   if (ec) {
     file_.discard();
     co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
   }
+  // Refused early (before any data) when the name is taken; commit checks
+  // again, atomically, for a file that appeared meanwhile.
+  if (options.overwrite == overwrite_policy::refuse && file_.target_exists())
+    co_return co_await refuse(m.file_id, proto::status_code::file_exists, errc::file_exists);
+  std::uint64_t free = file_.free_space(ec);
+  if (ec)
+    co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+  if (m.size > free)
+    co_return co_await refuse(m.file_id, proto::status_code::no_space, errc::no_space);
   name_ = std::move(f.name);
   file_id_ = m.file_id;
   mode_ = f.mode;
@@ -141,7 +206,7 @@ awaitable<error_code> receive_session::on_chunk(const received_message& m) {
   error_code ec;
   file_.write_at(data, received_, ec);
   if (ec)
-    co_return co_await refuse(file_id_, proto::status_code::io_error, ec);
+    co_return co_await refuse_write(file_id_, ec);
   received_ += m.size;
   co_return co_await send_credit(next_sequence_++);
 }
@@ -155,12 +220,17 @@ awaitable<error_code> receive_session::on_end(const proto::file_end& m) {
     co_return co_await refuse(m.file_id, proto::status_code::checksum_mismatch,
                               errc::protocol_error);
   error_code ec;
-  file_.commit(mode_, ec);
+  std::string stored;
+  file_.commit(mode_, impl_.options.fsync, impl_.options.overwrite, stored, ec);
+  release_file_slot();
   if (ec)
-    co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+    co_return co_await refuse_write(m.file_id, ec);
   received_file f;
-  f.path = impl_.directory / name_;
+  // The stored name differs from the sent one only in its last component
+  // (overwrite_policy::keep_both).
+  f.path = (impl_.directory / name_).parent_path() / stored;
   f.name = std::move(name_);
+  f.durable = impl_.options.fsync;
   f.size = size_;
   f.mode = mode_;
   result_.bytes += size_;
@@ -181,8 +251,18 @@ awaitable<error_code> receive_session::reply(std::uint32_t file_id, proto::statu
 awaitable<error_code> receive_session::refuse(std::uint32_t file_id, proto::status_code code,
                                               error_code ec) {
   file_.discard();
+  release_file_slot();
   co_await reply(file_id, code); // best effort: the session ends with `ec` anyway
   co_return ec;
+}
+
+awaitable<error_code> receive_session::refuse_write(std::uint32_t file_id, error_code ec) {
+  if (ec == errc::file_exists)
+    co_return co_await refuse(file_id, proto::status_code::file_exists, ec);
+  if (ec == boost::system::errc::no_space_on_device ||
+      ec == error_code(EDQUOT, boost::system::system_category()))
+    co_return co_await refuse(file_id, proto::status_code::no_space, errc::no_space);
+  co_return co_await refuse(file_id, proto::status_code::io_error, ec);
 }
 
 awaitable<error_code> receive_session::send_credit(std::uint32_t sequence) {

@@ -16,7 +16,14 @@ namespace asio_rdma::detail {
 
 class receive_session {
 public:
-  receive_session(file_receiver_impl& impl, connection& conn, receive_result& result);
+  /// `over_limit`: the peer has too many connections; this one is refused
+  /// at its hello.
+  receive_session(file_receiver_impl& impl, connection& conn, receive_result& result,
+                  bool over_limit);
+  /// Releases the peer's file-in-flight count if a file is open.
+  ~receive_session();
+  receive_session(const receive_session&) = delete;
+  receive_session& operator=(const receive_session&) = delete;
 
   /// Runs until the sender disconnects between files (success) or an error.
   boost::asio::awaitable<error_code> run();
@@ -33,6 +40,8 @@ private:
   };
 
   boost::asio::awaitable<error_code> on_hello(const file_protocol::hello& m);
+  /// Challenge-response on the shared secret: success only for a valid proof.
+  boost::asio::awaitable<error_code> authenticate();
   boost::asio::awaitable<error_code> on_begin(const file_protocol::file_begin& m);
   boost::asio::awaitable<error_code> on_chunk(const received_message& m);
   boost::asio::awaitable<error_code> on_end(const file_protocol::file_end& m);
@@ -40,8 +49,13 @@ private:
   /// Replies with `code` and returns `ec` (the session's error).
   boost::asio::awaitable<error_code> refuse(std::uint32_t file_id, file_protocol::status_code code,
                                             error_code ec);
+  /// refuse() for a failed write or commit: no_space for ENOSPC/EDQUOT,
+  /// file_exists, io_error otherwise.
+  boost::asio::awaitable<error_code> refuse_write(std::uint32_t file_id, error_code ec);
   boost::asio::awaitable<error_code> send_credit(std::uint32_t sequence);
   void completed(received_file f);
+  /// Ends the current file's count against max_files_in_flight_per_peer.
+  void release_file_slot() noexcept;
 
   file_receiver_impl& impl_;
   connection& conn_;
@@ -54,6 +68,10 @@ private:
   memory_region slots_;
   file_protocol::hello_ack ack_;
   std::size_t credit_next_ = 0;
+  bool authenticated_ = false;
+  bool over_limit_ = false;
+  /// The current file counts against the peer's files in flight.
+  bool file_slot_ = false;
 
   // The file being received.
   partial_file file_;

@@ -36,8 +36,7 @@ file_receiver_options checked(file_receiver_options options) {
 unique_fd open_directory(const std::filesystem::path& path) {
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd)
-    throw boost::system::system_error(from_errno(),
-                                      "file_receiver: " + path.string());
+    throw boost::system::system_error(from_errno(), "file_receiver: " + path.string());
   return fd;
 }
 
@@ -137,6 +136,13 @@ file_receiver_impl::file_receiver_impl(const asio::any_io_executor& ex, const st
     : ex(ex), options(checked(std::move(opts))), directory(std::filesystem::absolute(dir)),
       directory_fd(open_directory(directory)), listener(ex, address, port, options.acceptor) {}
 
+void file_receiver_impl::count(const asio::ip::address& peer, std::size_t peer_load::*what, int n) {
+  auto& load = peers[peer];
+  load.*what = n > 0 ? load.*what + 1 : load.*what - 1;
+  if (load.connections == 0 && load.files == 0)
+    peers.erase(peer);
+}
+
 void file_receiver_impl::stop() noexcept {
   stopped = true;
   listener.close();
@@ -155,7 +161,18 @@ serve_connection(std::shared_ptr<file_receiver_impl> impl, connection conn) {
   out.second.peer = conn.remote_endpoint();
   {
     active_registration registration(*impl, conn);
-    receive_session session(*impl, conn, out.second);
+    // Counted for the connection's lifetime; one over the limit is refused
+    // at its hello.
+    const auto address = out.second.peer.address();
+    impl->count(address, &file_receiver_impl::peer_load::connections, +1);
+    struct uncount {
+      file_receiver_impl& impl;
+      asio::ip::address address;
+      ~uncount() { impl.count(address, &file_receiver_impl::peer_load::connections, -1); }
+    } uncount_at_end{*impl, address};
+    const auto limit = impl->options.max_connections_per_peer;
+    bool over_limit = limit != 0 && impl->peers[address].connections > limit;
+    receive_session session(*impl, conn, out.second, over_limit);
     try {
       out.first = co_await session.run();
     } catch (const boost::system::system_error& e) {

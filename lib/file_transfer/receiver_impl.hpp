@@ -9,6 +9,9 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <boost/asio/ip/address.hpp>
+
+#include <map>
 #include <set>
 
 namespace asio_rdma::detail {
@@ -30,6 +33,15 @@ public:
   bool stopped = false;
   /// Connections being served; a session registers while it runs.
   std::set<connection*> active;
+  /// Per peer address: connections being served and files being received
+  /// (file_receiver_options' per-peer limits). Entries at zero are erased.
+  struct peer_load {
+    std::size_t connections = 0;
+    std::size_t files = 0;
+  };
+  std::map<boost::asio::ip::address, peer_load> peers;
+  /// Adds `n` (+1 or -1) to a peer's count, erasing the entry at zero.
+  void count(const boost::asio::ip::address& peer, std::size_t peer_load::*what, int n);
 };
 
 /// Serves one accepted connection until the sender leaves, an error, or stop().

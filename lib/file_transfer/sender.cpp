@@ -1,6 +1,7 @@
 // The sending side of the file transfer: handshake, then per entry
 // file_begin / data chunks (RDMA write with immediate) / file_end, each
 // confirmed by the receiver. See docs/file_transfer.md.
+#include "authentication.hpp"
 #include "control.hpp"
 #include "deadline.hpp"
 #include "partial_file.hpp"
@@ -56,6 +57,16 @@ error_code status_error(proto::status_code code) noexcept {
     return errc::protocol_error;
   case proto::status_code::stopped:
     return asio::error::operation_aborted;
+  case proto::status_code::file_exists:
+    return errc::file_exists;
+  case proto::status_code::too_large:
+    return errc::file_too_large;
+  case proto::status_code::no_space:
+    return errc::no_space;
+  case proto::status_code::authentication_failed:
+    return errc::authentication_failed;
+  case proto::status_code::too_many_requests:
+    return errc::too_many_requests;
   default:
     return errc::remote_failure;
   }
@@ -68,6 +79,12 @@ public:
         writes_(std::make_shared<write_tracker>(conn.get_executor())) {}
 
   awaitable<error_code> run(const std::vector<send_entry>& entries) {
+    start_ = std::chrono::steady_clock::now();
+    for (const auto& e : entries) {
+      std::error_code sec;
+      if (!e.directory)
+        progress_.bytes_total += std::filesystem::file_size(e.local, sec);
+    }
     if (auto ec = co_await handshake())
       co_return ec;
     std::uint32_t file_id = 0;
@@ -77,6 +94,7 @@ public:
         co_return ec;
       ++file_id;
     }
+    report_progress(true);
     co_return error_code();
   }
 
@@ -122,6 +140,16 @@ private:
       co_return ec;
     if (auto ec = co_await receive(m))
       co_return ec;
+    if (auto* c = std::get_if<proto::challenge>(&m)) {
+      // The receiver wants the shared secret proven.
+      if (options_.secret.empty())
+        co_return error_code(errc::authentication_failed);
+      m = make_proof(options_.secret, *c);
+      if (auto ec = co_await send_control(conn_, m, out_))
+        co_return ec;
+      if (auto ec = co_await receive(m))
+        co_return ec;
+    }
     auto* ack = std::get_if<proto::hello_ack>(&m);
     if (!ack || ack->chunk_size == 0 || ack->chunk_size > options_.buffer_size || ack->slots == 0 ||
         ack->slots > options_.depth ||
@@ -179,6 +207,12 @@ private:
     if (!S_ISREG(st.st_mode))
       co_return error_code(asio::error::invalid_argument);
     auto size = static_cast<std::uint64_t>(st.st_size);
+    // The file changed since the operation listed it: so does the total.
+    std::error_code sec;
+    auto listed = std::filesystem::file_size(e.local, sec);
+    if (!sec && listed != size)
+      progress_.bytes_total = progress_.bytes_total - listed + size;
+    size_ = size;
     std::uint64_t chunks = (size + ack_.chunk_size - 1) / ack_.chunk_size;
     if (chunks > std::numeric_limits<std::uint32_t>::max())
       co_return error_code(EFBIG, boost::system::system_category());
@@ -241,8 +275,26 @@ private:
     auto* c = std::get_if<proto::credit>(&m);
     if (!c || c->sequence != credits_ || credits_ >= chunks)
       co_return error_code(errc::protocol_error);
+    progress_.bytes_done +=
+        std::min<std::uint64_t>(ack_.chunk_size, size_ - credits_ * ack_.chunk_size);
     ++credits_;
+    report_progress(false);
     co_return error_code();
+  }
+
+  /// Calls on_progress if progress_interval passed since the last call (or
+  /// `final`). A clock read per credit; the callback runs rarely.
+  void report_progress(bool final) {
+    if (!options_.on_progress)
+      return;
+    auto now = std::chrono::steady_clock::now();
+    if (!final && now - last_progress_ < options_.progress_interval)
+      return;
+    last_progress_ = now;
+    progress_.elapsed = now - start_;
+    double s = std::chrono::duration<double>(progress_.elapsed).count();
+    progress_.bytes_per_second = s > 0 ? static_cast<double>(progress_.bytes_done) / s : 0.0;
+    options_.on_progress(progress_);
   }
 
   awaitable<error_code> await_local_buffer() {
@@ -279,6 +331,10 @@ private:
   std::shared_ptr<write_tracker> writes_;
   proto::hello_ack ack_;
   std::uint64_t credits_ = 0;
+  std::uint64_t size_ = 0; ///< of the file being sent
+  transfer_progress progress_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_progress_{};
   transfer_result result_;
   std::array<std::byte, 64> in_{};
   std::array<std::byte, proto::max_message_size> out_{};

@@ -122,6 +122,41 @@ else
   fail "--once: the server did not exit after its connection"
 fi
 
+# --secret-file: a server without one warns; with one, only senders that
+# know the secret can write, and the others get "authentication failed".
+if grep -q "WARNING: serving without --secret-file" "$dir/server-7493.err"; then
+  echo "ok: a server without a secret warns"
+else
+  fail "no warning without a secret: $(cat "$dir/server-7493.err")"
+fi
+mkdir "$dir/auth"
+echo "s3cret words" >"$dir/secret"
+echo "other words" >"$dir/wrong"
+start_server 7496 "$dir/auth" --secret-file "$dir/secret"
+grep -q "WARNING" "$dir/server-7496.err" && fail "warning with a secret"
+for who in wrong none; do
+  if [ $who = wrong ]; then opt=(--secret-file "$dir/wrong"); else opt=(); fi
+  out=$(timeout 60 "$B" send "$A:7496" "$src/one.bin" "${opt[@]}" 2>&1)
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "authentication failed" <<<"$out" && [ -z "$(ls -A "$dir/auth")" ]; then
+    echo "ok: $who secret refused: $out"
+  else
+    fail "$who secret: status $rc: $out; $(ls -A "$dir/auth")"
+  fi
+done
+out=$(timeout 60 "$B" send "$A:7496" "$src/one.bin" --secret-file "$dir/secret" 2>&1)
+if [ $? -eq 0 ] && cmp -s "$src/one.bin" "$dir/auth/one.bin"; then
+  echo "ok: the right secret is accepted: $out"
+else
+  fail "right secret: $out"
+fi
+if grep -q "authentication failed" "$dir/server-7496.err"; then
+  echo "ok: the server reported: $(grep -m1 'authentication failed' "$dir/server-7496.err")"
+else
+  fail "server did not report the failed authentication: $(cat "$dir/server-7496.err")"
+fi
+kill -TERM "${pids[-1]}"
+
 # SIGTERM stops the server (status 0).
 kill -TERM "$server"
 wait "$server"

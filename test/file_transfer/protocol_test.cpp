@@ -238,3 +238,21 @@ BOOST_AUTO_TEST_CASE(options_name_the_bad_field) {
   o.timeout = std::chrono::milliseconds(0);
   BOOST_TEST(std::string(o.problem()).find("timeout") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(challenge_and_proof_round_trip_in_40_bytes) {
+  proto::challenge c;
+  proto::proof p;
+  for (std::size_t i = 0; i < c.nonce.size(); ++i) {
+    c.nonce[i] = std::byte(i * 7 + 1);
+    p.mac[i] = std::byte(255 - i);
+  }
+  BOOST_TEST(round_trip(c));
+  BOOST_TEST(round_trip(p));
+  BOOST_TEST(encoded(c).size() == 40u);
+  BOOST_TEST(encoded(p).size() == 40u);
+  auto bytes = encoded(c);
+  bytes.pop_back(); // a truncated challenge is refused
+  ar::error_code ec;
+  proto::decode(bytes, ec);
+  BOOST_TEST((ec == ar::errc::protocol_error));
+}

@@ -15,6 +15,7 @@
 #include <asio_rdma/error.hpp>
 #include <asio_rdma/remote_buffer.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -38,19 +39,30 @@ enum class message_type : std::uint8_t {
   file_end = 4,   ///< sender -> receiver: all data written; size and CRC-32C (24 bytes)
   credit = 5,     ///< receiver -> sender: the chunk with this sequence is on disk (16 bytes)
   status = 6,     ///< receiver -> sender: result of a file_begin / file_end (16 bytes)
+  challenge = 7,  ///< receiver -> sender: a nonce to prove the shared secret on (40 bytes)
+  proof = 8,      ///< sender -> receiver: HMAC-SHA256(secret, nonce) (40 bytes)
 };
+
+/// Bytes of a challenge's nonce and of a proof's HMAC-SHA256.
+inline constexpr std::size_t nonce_size = 32;
+inline constexpr std::size_t proof_size = 32;
 
 enum class entry_kind : std::uint8_t { file = 1, directory = 2 };
 
 /// Result codes of a status message. Unknown codes decode unchanged.
 enum class status_code : std::uint16_t {
   ok = 0,
-  bad_name = 1,          ///< absolute, "..", empty components, too long
-  io_error = 2,          ///< the receiver could not create or write the file
-  protocol_error = 3,    ///< the receiver did not understand the sender
-  checksum_mismatch = 4, ///< the data's CRC-32C differs from the sender's
-  size_mismatch = 5,     ///< fewer or more bytes arrived than announced
-  stopped = 6,           ///< the receiver is shutting down
+  bad_name = 1,               ///< absolute, "..", empty components, too long
+  io_error = 2,               ///< the receiver could not create or write the file
+  protocol_error = 3,         ///< the receiver did not understand the sender
+  checksum_mismatch = 4,      ///< the data's CRC-32C differs from the sender's
+  size_mismatch = 5,          ///< fewer or more bytes arrived than announced
+  stopped = 6,                ///< the receiver is shutting down
+  file_exists = 7,            ///< the name exists and the receiver's policy refuses to replace it
+  too_large = 8,              ///< the file exceeds the receiver's maximum file size
+  no_space = 9,               ///< not enough free space on the receiver (before or while writing)
+  authentication_failed = 10, ///< missing or wrong proof of the shared secret
+  too_many_requests = 11,     ///< per-peer limit reached (connections or files in flight)
 };
 
 struct hello {
@@ -93,8 +105,18 @@ struct status {
   friend bool operator==(const status&, const status&) = default;
 };
 
-using message =
-    std::variant<std::monostate, hello, hello_ack, file_begin, file_end, credit, status>;
+struct challenge {
+  std::array<std::byte, nonce_size> nonce{};
+  friend bool operator==(const challenge&, const challenge&) = default;
+};
+
+struct proof {
+  std::array<std::byte, proof_size> mac{};
+  friend bool operator==(const proof&, const proof&) = default;
+};
+
+using message = std::variant<std::monostate, hello, hello_ack, file_begin, file_end, credit, status,
+                             challenge, proof>;
 
 /// Encodes `m` into `out`; returns the number of bytes written, or 0 if `out`
 /// is too small or the message cannot be encoded (a name longer than
