@@ -15,6 +15,19 @@
 
 #include <sys/resource.h>
 
+
+// Built with AddressSanitizer (GCC says so with a macro, clang with __has_feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define ASIO_RDMA_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ASIO_RDMA_TEST_ASAN 1
+#endif
+#endif
+#ifndef ASIO_RDMA_TEST_ASAN
+#define ASIO_RDMA_TEST_ASAN 0
+#endif
+
 namespace ar = asio_rdma;
 namespace asio = boost::asio;
 using ar::test::run;
@@ -209,7 +222,14 @@ BOOST_AUTO_TEST_CASE(a_million_messages_with_flat_memory) {
         BOOST_TEST_MESSAGE(received << " messages in " << seconds << " s; RSS after 20,000: "
                                     << rss_start << " KiB, at the end: " << rss_end << " KiB");
         BOOST_TEST(received == total);
+#if ASIO_RDMA_TEST_ASAN
+        // AddressSanitizer holds freed blocks in its quarantine (256 MiB) on
+        // purpose, so resident memory grows under it whatever the library does:
+        // the figure is only meaningful, and asserted, in the plain build.
+        BOOST_TEST_MESSAGE("RSS growth under AddressSanitizer: " << rss_end - rss_start << " KiB");
+#else
         BOOST_TEST(rss_end - rss_start < 1024); // flat: less than 1 MiB of growth
+#endif
         for (auto* c : client)
           co_await c->async_disconnect(use_awaitable);
       },
