@@ -84,7 +84,7 @@ BOOST_AUTO_TEST_CASE(slow_receiver_pauses_its_sender_a_few_ticks_not_hundreds_of
                            << r.sender_seconds << " s, receiver pace " << r.receiver_pace
                            << " s, longest gap " << r.longest_gap_ms << " ms");
         // rxe rounds the timer up to one kernel tick (4 ms here); the VM adds noise.
-        BOOST_TEST(r.longest_gap_ms < 60.0);
+        BOOST_TEST(r.longest_gap_ms < 100.0);
         BOOST_TEST(r.sender_seconds <= 1.5 * r.receiver_pace);
       },
       std::chrono::seconds(120));
