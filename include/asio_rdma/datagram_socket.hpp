@@ -58,8 +58,8 @@ struct datagram_endpoint {
   boost::asio::ip::address address;
   /// The peer's queue pair number and queue key.
   std::uint32_t qp_num = 0;
-  std::uint32_t qkey = 0;
-  /// The peer's GID (IPv4 addresses as ::ffff:a.b.c.d).
+  std::uint32_t qkey = 0; ///< The queue key its datagrams must carry.
+  /// The peer's GID (IPv4 addresses as \::ffff:a.b.c.d).
   std::array<std::uint8_t, 16> gid{};
   /// The address handle (opaque; null for a received sender until a reply).
   std::shared_ptr<detail::address_handle> handle;
@@ -95,6 +95,7 @@ struct datagram_options {
 /// operations (operation_aborted) and releases the queue pair.
 class datagram_socket {
 public:
+  /// The executor handlers run on by default.
   using executor_type = boost::asio::any_io_executor;
 
   /// Binds to `address` (numeric IPv4/IPv6 of an RDMA device's interface)
@@ -106,11 +107,15 @@ public:
   /// As above; reports failure through `ec` (the socket is then closed).
   datagram_socket(const executor_type& ex, std::string_view address, std::uint16_t port,
                   const datagram_options& options, error_code& ec);
-  datagram_socket(datagram_socket&&) noexcept;
-  datagram_socket& operator=(datagram_socket&&) noexcept;
+  /// Moves the socket; `other` is closed afterwards.
+  datagram_socket(datagram_socket&& other) noexcept;
+  /// Closes this socket, then takes `other`'s.
+  datagram_socket& operator=(datagram_socket&& other) noexcept;
   ~datagram_socket();
 
+  /// The executor given at construction.
   executor_type get_executor() const { return ex_; }
+  /// Whether the socket is bound and not closed.
   bool is_open() const noexcept { return impl_ != nullptr; }
   /// The bound rdma_cm port (the ephemeral one chosen for port 0).
   std::uint16_t local_port() const;
@@ -183,6 +188,7 @@ public:
   /// The underlying queue pair and rdma_cm id, for what the library does not
   /// wrap. Do not post to the queue pair or destroy either.
   ibv_qp* native_queue_pair() const;
+  /// The rdma_cm id the socket is bound with (see native_queue_pair()).
   rdma_cm_id* native_cm_id() const;
 
 private:
@@ -212,6 +218,7 @@ void start_datagram_receive(const std::shared_ptr<datagram_impl>& impl,
                             bool direct);
 } // namespace detail
 
+/// \cond INTERNAL (definitions of the templates declared above)
 template <typename CompletionToken>
 auto datagram_socket::async_resolve(std::string host, std::uint16_t port, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, datagram_endpoint)>(
@@ -258,4 +265,5 @@ datagram_socket::async_receive_from(const MutableBufferSequence& buffers, Comple
       token, impl_, ex_, detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
 }
 
+/// \endcond
 } // namespace asio_rdma

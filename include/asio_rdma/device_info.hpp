@@ -57,8 +57,8 @@ std::string_view to_string(atomic_capability a) noexcept;
 struct gid_entry {
   /// Its index in the port's table (the sgid_index a queue pair would use).
   std::uint32_t index = 0;
-  std::array<std::uint8_t, 16> raw{};
-  gid_type type = gid_type::ib;
+  std::array<std::uint8_t, 16> raw{}; ///< The 16 bytes of the GID, in network order.
+  gid_type type = gid_type::ib; ///< InfiniBand, RoCE v1 or RoCE v2.
   /// The network interface it belongs to (RoCE), 0 for none.
   std::uint32_t netdev_index = 0;
 
@@ -71,55 +71,55 @@ struct gid_entry {
 struct port_info {
   /// Port number, counting from 1.
   std::uint8_t number = 0;
-  port_state state = port_state::nop;
-  link_layer layer = link_layer::unspecified;
+  port_state state = port_state::nop; ///< Down, initialising, armed, active ...
+  link_layer layer = link_layer::unspecified; ///< InfiniBand or Ethernet (RoCE).
   /// MTUs in bytes (256 ... 4096).
   std::uint32_t max_mtu = 0;
-  std::uint32_t active_mtu = 0;
+  std::uint32_t active_mtu = 0; ///< The MTU in use (the path MTU of RC and the datagram limit of UD).
   /// Largest message a work request may carry.
   std::uint32_t max_message_size = 0;
   /// The raw ibv_port_attr encodings of the link, for exact comparisons.
   std::uint8_t active_width_code = 0;
-  std::uint8_t active_speed_code = 0;
+  std::uint8_t active_speed_code = 0; ///< ibv_port_attr::active_speed.
   /// Lanes (1, 2, 4, 8 or 12; 0 if unknown) and per-lane rate in Gb/s
   /// (2.5 ... 100; 0 if unknown): the link rate is their product.
   int lanes = 0;
-  double lane_gbps = 0;
-  double rate_gbps() const noexcept { return lanes * lane_gbps; }
+  double lane_gbps = 0; ///< Per-lane rate in Gb/s.
+  double rate_gbps() const noexcept { return lanes * lane_gbps; } ///< The link rate in Gb/s: lanes x lane_gbps (0 if unknown).
   /// InfiniBand addressing (0 on Ethernet).
   std::uint16_t lid = 0;
-  std::uint16_t sm_lid = 0;
+  std::uint16_t sm_lid = 0; ///< The subnet manager's LID (InfiniBand).
   /// Size of the GID table, and its valid entries.
   int gid_table_length = 0;
-  std::vector<gid_entry> gids;
+  std::vector<gid_entry> gids; ///< The valid entries of the GID table.
 };
 
 /// What the device supports (ibv_query_device): the limits users most often
 /// need when sizing queues and regions.
 struct device_limits {
-  std::uint64_t max_mr_size = 0;
-  std::uint64_t page_size_cap = 0;
-  int max_qp = 0;
+  std::uint64_t max_mr_size = 0; ///< Largest memory region, in bytes.
+  std::uint64_t page_size_cap = 0; ///< Page sizes the device supports (a bit per size).
+  int max_qp = 0; ///< Queue pairs.
   /// Work requests per send or receive queue.
   int max_qp_wr = 0;
   /// Scatter/gather entries per work request.
   int max_sge = 0;
-  int max_cq = 0;
-  int max_cqe = 0;
-  int max_mr = 0;
-  int max_pd = 0;
+  int max_cq = 0; ///< Completion queues.
+  int max_cqe = 0; ///< Entries per completion queue.
+  int max_mr = 0; ///< Memory regions.
+  int max_pd = 0; ///< Protection domains.
   /// RDMA reads and atomics a queue pair may have in flight as responder
   /// (max_qp_rd_atom) and as initiator (max_qp_init_rd_atom).
   int max_qp_rd_atom = 0;
-  int max_qp_init_rd_atom = 0;
-  int max_srq = 0;
-  int max_srq_wr = 0;
-  int max_srq_sge = 0;
-  int max_ah = 0;
-  int max_mcast_grp = 0;
-  int max_mcast_qp_attach = 0;
-  int max_total_mcast_qp_attach = 0;
-  atomic_capability atomics = atomic_capability::none;
+  int max_qp_init_rd_atom = 0; ///< RDMA reads and atomics in flight as initiator.
+  int max_srq = 0; ///< Shared receive queues.
+  int max_srq_wr = 0; ///< Work requests per shared receive queue.
+  int max_srq_sge = 0; ///< Scatter/gather entries per shared receive work request.
+  int max_ah = 0; ///< Address handles (datagram peers).
+  int max_mcast_grp = 0; ///< Multicast groups.
+  int max_mcast_qp_attach = 0; ///< Queue pairs per multicast group.
+  int max_total_mcast_qp_attach = 0; ///< Multicast attachments in all.
+  atomic_capability atomics = atomic_capability::none; ///< Whether and how atomics are atomic (none, within the device, global).
 };
 
 /// One RDMA device.
@@ -128,14 +128,14 @@ struct device_info {
   std::string name;
   /// "InfiniBand", "iWARP", ... (ibv_device's transport type).
   std::string transport;
-  std::string firmware_version;
+  std::string firmware_version; ///< Firmware version as the device reports it.
   /// GUIDs in host byte order.
   std::uint64_t node_guid = 0;
-  std::uint64_t sys_image_guid = 0;
-  std::uint32_t vendor_id = 0;
-  std::uint32_t vendor_part_id = 0;
-  std::uint32_t hardware_version = 0;
-  device_limits limits;
+  std::uint64_t sys_image_guid = 0; ///< System image GUID (host byte order).
+  std::uint32_t vendor_id = 0; ///< IEEE vendor id.
+  std::uint32_t vendor_part_id = 0; ///< Vendor part id.
+  std::uint32_t hardware_version = 0; ///< Hardware version.
+  device_limits limits; ///< What the device supports.
   /// Every physical port, in order (port 1 first).
   std::vector<port_info> ports;
 };

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Bad rdma_echo and rdma_cp command lines: each must exit 2 and print its
-# reason and the usage. Usage: usage_errors.sh RDMA_ECHO RDMA_CP
+# reason and where the usage is (CLI11: "Run 'NAME --help' for usage.").
+# Usage: usage_errors.sh RDMA_ECHO RDMA_CP
 ECHO=$1
 CP=$2
 fails=0
@@ -12,26 +13,26 @@ expect() { # expect PROGRAM "reason fragment" ARGS...
   rc=$?
   name=$(basename "$program")
   if [ $rc -ne 2 ] || ! printf '%s' "$out" | grep -qF -- "$want" ||
-    ! printf '%s' "$out" | grep -q "^usage: $name"; then
-    echo "FAIL: $name $* -> status $rc, wanted 2 and '$want' and the usage:"
+    ! printf '%s' "$out" | grep -qF "Run '$name --help' for usage."; then
+    echo "FAIL: $name $* -> status $rc, wanted 2 and '$want' and the pointer to --help:"
     echo "$out"
     fails=$((fails + 1))
   else
     echo "ok: $name $* -> $want"
   fi
 }
-expect "$ECHO" "missing mode (server or client)"
-expect "$ECHO" "unknown mode 'foo'" foo
-expect "$ECHO" "client needs a HOST" client
+expect "$ECHO" "rdma_echo: A subcommand is required"
+expect "$ECHO" "rdma_echo: A subcommand is required" foo
+expect "$ECHO" "rdma_echo: HOST is required" client
 expect "$ECHO" "--port: 0 is out of range [1, 65535]" client h --port 0
 expect "$ECHO" "--size: 'big' is not a number" client h --size big
-expect "$ECHO" "--depth needs a value" client h --depth
-expect "$ECHO" "unexpected argument '--count'" server --count 5
-expect "$CP" "missing mode (serve or send)"
-expect "$CP" "unknown mode 'recv'" recv
-expect "$CP" "send needs HOST[:PORT] and at least one PATH" send h
-expect "$CP" "serve needs --dir DIR" serve
+expect "$ECHO" "--depth: 1 required N missing" client h --depth
+expect "$ECHO" "not expected: 5 --count" server --count 5
+expect "$CP" "rdma_cp: A subcommand is required"
+expect "$CP" "rdma_cp: A subcommand is required" recv
+expect "$CP" "rdma_cp: PATH is required" send h
+expect "$CP" "rdma_cp: --dir is required" serve
 expect "$CP" "--depth: 0 is out of range [1, 256]" send h f --depth 0
-expect "$CP" "unexpected option '--bogus'" serve --dir /tmp --bogus
+expect "$CP" "not expected: --bogus" serve --dir /tmp --bogus
 expect "$CP" "port: 99999 is out of range [1, 65535]" send h:99999 f
 exit $fails
