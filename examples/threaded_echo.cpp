@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <syncstream>
 #include <thread>
 #include <vector>
 
@@ -19,7 +20,10 @@ using asio::awaitable;
 using asio::use_awaitable;
 
 awaitable<void> echo(asio_rdma::connection conn, unsigned thread) {
-  std::cout << "thread " << thread << ": connection from " << conn.remote_endpoint() << std::endl;
+  // osyncstream: the threads print concurrently, and each << alone is a separate
+  // write that another thread's line could split.
+  std::osyncstream(std::cout) << "thread " << thread << ": connection from "
+                              << conn.remote_endpoint() << std::endl;
   std::vector<std::byte> buffer(conn.options().max_message_size);
   for (;;) {
     auto [ec, n] = co_await conn.async_receive(asio::buffer(buffer), asio::as_tuple(use_awaitable));
