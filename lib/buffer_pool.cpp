@@ -18,21 +18,23 @@ buffer_pool::buffer_pool(const connection& conn, std::size_t buffer_size, std::s
     ec = errc::invalid_option;
     return;
   }
-  region_ = memory_region(conn, buffer_size * count, flags, ec);
+  auto s = std::make_unique<state>();
+  s->region = memory_region(conn, buffer_size * count, flags, ec);
   if (ec)
     return;
-  buffer_size_ = buffer_size;
-  free_.reserve(count);
+  s->buffer_size = buffer_size;
+  s->free.reserve(count);
   for (std::size_t i = count; i > 0; --i)
-    free_.push_back(i - 1);
+    s->free.push_back(i - 1);
+  state_ = std::move(s);
 }
 
 std::optional<buffer_pool::lease> buffer_pool::try_acquire() noexcept {
-  if (free_.empty())
+  if (!state_ || state_->free.empty())
     return std::nullopt;
-  std::size_t index = free_.back();
-  free_.pop_back();
-  return lease(this, index);
+  std::size_t index = state_->free.back();
+  state_->free.pop_back();
+  return lease(state_.get(), index);
 }
 
 } // namespace asio_rdma

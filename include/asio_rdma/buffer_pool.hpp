@@ -3,9 +3,10 @@
 
 #include <asio_rdma/memory_region.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
+#include <memory>
 #include <optional>
 #include <span>
 #include <utility>
@@ -18,8 +19,9 @@ namespace asio_rdma {
 /// a lease allocates nothing and makes no system call.
 ///
 /// Not thread-safe: use a pool from one io_context thread (or strand). The pool
-/// must outlive its leases, and a lease must outlive the operations that use
-/// its buffer.
+/// (or the pool it was moved to) must outlive its leases, and a lease must
+/// outlive the operations that use its buffer. Moving a pool keeps its leases
+/// valid: they refer to the pool's state, which stays where it is.
 class buffer_pool {
 public:
   class lease;
@@ -30,23 +32,35 @@ public:
   /// As the overload above, reporting failure through `ec` instead of throwing.
   buffer_pool(const connection& conn, std::size_t buffer_size, std::size_t count, access flags,
               error_code& ec);
-  /// Move constructor: takes over the resources of the object moved from, which is left empty.
+  /// Move constructor: takes over the buffers (and the leases out on them) of
+  /// the object moved from, which is left empty.
   buffer_pool(buffer_pool&&) noexcept = default;
-  /// Move assignment: releases what this object holds, then takes over what the other one held.
+  /// Move assignment: releases what this object holds (its leases must be
+  /// gone), then takes over what the other one held, leases included.
   buffer_pool& operator=(buffer_pool&&) noexcept = default;
 
   /// A free buffer, or nothing if all are leased.
   std::optional<lease> try_acquire() noexcept;
 
-  /// The size of each buffer in bytes.
-  std::size_t buffer_size() const noexcept { return buffer_size_; }
+  /// The size of each buffer in bytes (0 for an empty or moved-from pool).
+  std::size_t buffer_size() const noexcept { return state_ ? state_->buffer_size : 0; }
   /// The number of buffers in the pool.
-  std::size_t capacity() const noexcept { return free_.capacity(); }
+  std::size_t capacity() const noexcept { return state_ ? state_->free.capacity() : 0; }
   /// The number of buffers not leased now.
-  std::size_t available() const noexcept { return free_.size(); }
-  /// The one memory region all buffers are slices of.
-  const memory_region& region() const noexcept { return region_; }
+  std::size_t available() const noexcept { return state_ ? state_->free.size() : 0; }
+  /// The one memory region all buffers are slices of. Precondition: the pool
+  /// is not empty or moved from.
+  const memory_region& region() const noexcept { return state_->region; }
 
+private:
+  // Held on the heap so that leases survive a move of the pool.
+  struct state {
+    memory_region region;
+    std::size_t buffer_size = 0;
+    std::vector<std::size_t> free;
+  };
+
+public:
   /// One buffer of the pool; returns itself to the pool when destroyed.
   class lease {
   public:
@@ -68,35 +82,32 @@ public:
 
     /// The leased buffer (buffer_size() bytes of the pool's region).
     std::span<std::byte> data() const noexcept {
-      return pool_->region_.data().subspan(index_ * pool_->buffer_size_, pool_->buffer_size_);
+      return pool_->region.data().subspan(index_ * pool_->buffer_size, pool_->buffer_size);
     }
     /// The first `length` bytes (default: all) as a local buffer for operations.
     local_buffer local(std::size_t length = memory_region::npos) const noexcept {
-      return pool_->region_.slice(index_ * pool_->buffer_size_,
-                                  std::min(length, pool_->buffer_size_));
+      return pool_->region.slice(index_ * pool_->buffer_size, std::min(length, pool_->buffer_size));
     }
     /// The buffer as the peer addresses it (if registered with remote access).
     remote_buffer remote() const noexcept {
-      return pool_->region_.remote(index_ * pool_->buffer_size_, pool_->buffer_size_);
+      return pool_->region.remote(index_ * pool_->buffer_size, pool_->buffer_size);
     }
     /// Returns the buffer to the pool now.
     void release() noexcept {
       if (pool_)
-        pool_->free_.push_back(index_);
+        pool_->free.push_back(index_); // capacity reserved: never allocates
       pool_ = nullptr;
     }
 
   private:
     friend class buffer_pool;
-    lease(buffer_pool* pool, std::size_t index) noexcept : pool_(pool), index_(index) {}
-    buffer_pool* pool_;
+    lease(state* pool, std::size_t index) noexcept : pool_(pool), index_(index) {}
+    state* pool_;
     std::size_t index_;
   };
 
 private:
-  memory_region region_;
-  std::size_t buffer_size_ = 0;
-  std::vector<std::size_t> free_;
+  std::unique_ptr<state> state_;
 };
 
 } // namespace asio_rdma

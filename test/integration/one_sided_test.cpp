@@ -392,6 +392,31 @@ BOOST_AUTO_TEST_CASE(buffer_pool_leases_registered_buffers_and_takes_them_back) 
   });
 }
 
+BOOST_AUTO_TEST_CASE(a_moved_buffer_pool_keeps_its_leases_valid) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::buffer_pool first(p.client, 256, 2, ar::access::local_write);
+    auto lease = first.try_acquire();
+    BOOST_TEST_REQUIRE(lease.has_value());
+    const auto* bytes = lease->data().data();
+    // The lease was taken from `first`; the pool moves on while it is out.
+    ar::buffer_pool moved(std::move(first));
+    BOOST_TEST(first.available() == 0u);
+    BOOST_TEST(first.capacity() == 0u);
+    BOOST_TEST(!first.try_acquire().has_value());
+    BOOST_TEST(moved.available() == 1u);
+    BOOST_TEST(lease->data().data() == bytes);
+    fill(lease->data(), 7);
+    co_await p.client.async_send(lease->local(200), use_awaitable);
+    std::array<std::byte, 256> in;
+    BOOST_TEST(co_await p.server.async_receive(asio::buffer(in), use_awaitable) == 200u);
+    BOOST_TEST(matches(std::span(in).first(200), 7));
+    lease.reset(); // returns to the pool it now lives in
+    BOOST_TEST(moved.available() == 2u);
+  });
+}
+
 BOOST_AUTO_TEST_CASE(shared_cq_and_srq_serve_twenty_connections) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
