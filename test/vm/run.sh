@@ -563,6 +563,12 @@ if [[ -f $ctl/status ]]; then
   exit "$status"
 fi
 if [[ $qrc -eq 124 || $qrc -eq 137 ]]; then
+  # 137 is also what a SIGKILL from outside gives (test/vm/two_hosts' "kill A"):
+  # only a run that lasted its whole --timeout timed out.
+  if awk -v a="$t0" -v b="$t1" -v t="$timeout_s" 'BEGIN { exit !(b - a < t) }'; then
+    log "VM killed from outside (qemu got SIGKILL after $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')s)"
+    exit 137
+  fi
   log "timeout: VM still running after ${timeout_s}s, killed"
   exit 124
 fi
