@@ -157,6 +157,81 @@ else
 fi
 kill -TERM "${pids[-1]}"
 
+# Progress: a bar redrawn in place (\r) with rate and ETA under a real
+# pseudo-terminal (script(1) gives rdma_cp one), plain lines without \r when
+# stderr is a file; --json prints one JSON summary on stdout.
+head -c $((6 * 1024 * 1024)) /dev/urandom >"$src/progress.bin"
+script -qefc "$B send $A:7493 $src/progress.bin --buffer-size 64k" /dev/null </dev/null \
+  >"$dir/pty.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q $'\r\[' "$dir/pty.out" && grep -q '100% 6.0 MiB / 6.0 MiB .*/s  ETA 0:00' "$dir/pty.out" &&
+  grep -q "^rdma_cp: sent 1 entries, 6291456 bytes" "$dir/pty.out"; then
+  echo "ok: a terminal gets a progress bar: $(tr '\r' '\n' <"$dir/pty.out" | grep -c '^\[') redraws," \
+    "last: $(tr '\r' '\n' <"$dir/pty.out" | grep '^\[' | tail -1)"
+else
+  fail "progress bar under a pty: status $rc: $(od -c "$dir/pty.out" | tail -5)"
+fi
+cp "$src/progress.bin" "$src/progress2.bin"
+timeout 120 "$B" send "$A:7493" "$src/progress2.bin" --buffer-size 64k --json >"$dir/json.out" \
+  2>"$dir/lines.err"
+rc=$?
+if [ $rc -eq 0 ] && ! grep -q $'\r' "$dir/lines.err" &&
+  grep -Eq '^rdma_cp: progress 6291456/6291456 bytes \(100%\), .*/s, ETA 0:00$' "$dir/lines.err"; then
+  echo "ok: no terminal, plain lines: $(tr '\n' ';' <"$dir/lines.err")"
+else
+  fail "progress lines: status $rc: $(cat "$dir/lines.err")"
+fi
+if python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["status"] == "ok" and j["files"] == 1 and j["bytes"] == 6291456, j
+assert j["chunk_size"] == 65536 and j["seconds"] > 0 and j["bytes_per_second"] > 0, j
+' "$dir/json.out"; then
+  echo "ok: --json: $(cat "$dir/json.out")"
+else
+  fail "--json: $(cat "$dir/json.out")"
+fi
+
+# Errors say what happened. No space: a 1 MiB tmpfs gets a 2 MiB file.
+mkdir "$dir/small"
+if mount -t tmpfs -o size=1m tmpfs "$dir/small"; then
+  start_server 7497 "$dir/small"
+  out=$(timeout 60 "$B" send "$A:7497" "$src/progress.bin" --json 2>"$dir/nospace.err")
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "progress.bin: no space on receiver" "$dir/nospace.err" &&
+    grep -q '"status":"error","error":"no space on receiver"' <<<"$out"; then
+    echo "ok: no space: $(cat "$dir/nospace.err"); $out"
+  else
+    fail "no space: status $rc: $(cat "$dir/nospace.err"); $out"
+  fi
+  kill -TERM "${pids[-1]}"
+  wait "${pids[-1]}" 2>/dev/null
+  umount "$dir/small"
+else
+  fail "cannot mount a tmpfs for the no-space case"
+fi
+# The receiver killed in the middle of a file: "receiver closed the connection".
+mkdir "$dir/killed"
+head -c $((40 * 1024 * 1024)) /dev/urandom >"$src/long.bin"
+start_server 7498 "$dir/killed"
+victim=${pids[-1]}
+"$B" send "$A:7498" "$src/long.bin" --buffer-size 64k --depth 1 --no-progress --timeout 60 \
+  >"$dir/killed.out" 2>&1 &
+sender=$!
+for _ in $(seq 600); do # until the receiver holds some data
+  part=$(find "$dir/killed" -name '*.part' -size +256k | head -1)
+  [ -n "$part" ] && break
+  sleep 0.05
+done
+kill -KILL "$victim"
+wait "$sender"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "long.bin: receiver closed the connection" "$dir/killed.out"; then
+  echo "ok: receiver killed mid-file: $(cat "$dir/killed.out")"
+else
+  fail "receiver killed mid-file: status $rc, part '$part': $(cat "$dir/killed.out")"
+fi
+
 # SIGTERM stops the server (status 0).
 kill -TERM "$server"
 wait "$server"
