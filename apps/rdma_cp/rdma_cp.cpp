@@ -1,9 +1,9 @@
 // rdma_cp: copy files and directory trees to a receiving server over RDMA.
 //
 //   rdma_cp serve --dir DIR [--bind ADDR] [--port 7472] [--buffer-size N] [--depth D]
-//                 [--timeout SECONDS] [--once] [--secret-file F]
+//                 [--timeout SECONDS] [--once] [--secret-file F] [--resume-max-age SECONDS]
 //   rdma_cp send HOST[:PORT] PATH... [--buffer-size N] [--depth D] [--timeout SECONDS]
-//                [--secret-file F] [--json] [--no-progress]
+//                [--secret-file F] [--json] [--no-progress] [--resume]
 //   rdma_cp --help, rdma_cp serve --help, rdma_cp send --help
 //
 // The server stores what senders send under DIR (names are checked; nothing
@@ -25,6 +25,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
@@ -59,6 +60,7 @@ struct settings {
   std::string secret_file;
   bool json = false;
   bool no_progress = false;
+  std::chrono::seconds resume_max_age = std::chrono::hours(24);
 };
 
 /// HOST, HOST:PORT, [V6]:PORT.
@@ -118,6 +120,16 @@ void describe(CLI::App& app, settings& s) {
   serve->add_option("--bind", s.host, "address to listen on (default 0.0.0.0)");
   add_number(*serve, "--port", s.port, 0, 65535, "port (default 7472)");
   serve->add_flag("--once", s.once, "exit after the first sender");
+  serve
+      ->add_option_function<std::string>(
+          "--resume-max-age",
+          [&s](const std::string& v) {
+            s.resume_max_age = std::chrono::seconds(
+                asio_rdma::cli::parse_number("--resume-max-age", v, 0, 10ull * 365 * 86400));
+          },
+          "keep what arrived of an interrupted `send --resume` this long for the sender to "
+          "resume (default 86400; older ones are removed at start; 0: keep nothing)")
+      ->type_name("SECONDS");
   send->add_option_function<std::string>(
           "TARGET", [&s](const std::string& v) { parse_target(v, s); },
           "HOST, HOST:PORT or [V6]:PORT")
@@ -127,6 +139,10 @@ void describe(CLI::App& app, settings& s) {
   send->add_flag("--json", s.json,
                  "print a JSON summary on stdout (status, files, bytes, seconds, rate; the error "
                  "if any) instead of the text line");
+  send->add_flag("--resume", s.transfer.resume,
+                 "continue files an interrupted earlier `send --resume` left on the receiver "
+                 "(verified by CRC-32C), and let the receiver keep this transfer's files if it "
+                 "is interrupted");
   send->add_flag("--no-progress", s.no_progress,
                  "no progress on stderr (default: a bar on a terminal, a line a second otherwise)");
 }
@@ -166,8 +182,13 @@ void print_rate(const char* what, std::uint64_t files, std::uint64_t bytes,
 // ---------------------------------------------------------------- serve
 
 int serve(asio::io_context& io, const settings& s) {
+  // Disk writes and checksums run on a thread of their own, off the thread
+  // that receives (file_receiver_options::disk_executor).
+  asio::thread_pool disk(1);
   asio_rdma::file_receiver_options options;
+  options.disk_executor = disk.get_executor();
   options.transfer = s.transfer;
+  options.resume_max_age = s.resume_max_age;
   options.on_file = [](const asio_rdma::received_file& f) {
     std::printf("rdma_cp: received %s%s (%llu bytes)\n", f.name.c_str(), f.directory ? "/" : "",
                 static_cast<unsigned long long>(f.size));
@@ -286,6 +307,8 @@ awaitable<void> send(settings s, send_outcome& out) {
     auto& [ec, r] = outcome;
     total.files += r.files;
     total.bytes += r.bytes;
+    total.bytes_sent += r.bytes_sent;
+    total.bytes_resumed += r.bytes_resumed;
     if (r.chunk_size)
       total.chunk_size = r.chunk_size;
     before += r.bytes;
@@ -312,6 +335,8 @@ void print_json(const send_outcome& out) {
   }
   j["files"] = t.files;
   j["bytes"] = t.bytes;
+  j["bytes_sent"] = t.bytes_sent;
+  j["bytes_resumed"] = t.bytes_resumed;
   j["seconds"] = std::chrono::duration<double>(t.elapsed).count();
   j["bytes_per_second"] = t.bytes_per_second();
   j["chunk_size"] = t.chunk_size;
@@ -368,6 +393,10 @@ int main(int argc, char** argv) {
       print_json(out);
     else if (out.error.empty())
       print_rate("sent", out.total.files, out.total.bytes, out.total.elapsed, out.total.chunk_size);
+    if (!s.json && out.total.bytes_resumed > 0)
+      std::printf("rdma_cp: resumed %llu bytes the receiver had, sent %llu bytes\n",
+                  static_cast<unsigned long long>(out.total.bytes_resumed),
+                  static_cast<unsigned long long>(out.total.bytes_sent));
     return out.error.empty() ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "rdma_cp: " << e.what() << std::endl;

@@ -232,6 +232,51 @@ else
   fail "receiver killed mid-file: status $rc, part '$part': $(cat "$dir/killed.out")"
 fi
 
+# --resume: the sender SIGKILLed in the middle of a file; the receiver keeps
+# what arrived (NAME.<key>.resume.part), and a second `send --resume` sends
+# only the rest: the copy is byte-identical and --json reports the bytes.
+mkdir "$dir/resume"
+start_server 7500 "$dir/resume"
+size=$((40 * 1024 * 1024))
+# (rdma_cp itself in the background, not under timeout(1): the signal must
+# reach it.)
+"$B" send "$A:7500" "$src/long.bin" --resume --buffer-size 64k --depth 1 --timeout 60 \
+  --no-progress >"$dir/resume1.out" 2>&1 &
+sender=$!
+for _ in $(seq 600); do
+  part=$(find "$dir/resume" -name 'long.bin.*.resume.part' -size +2M | head -1)
+  [ -n "$part" ] && break
+  sleep 0.05
+done
+kill -KILL "$sender"
+wait "$sender" 2>/dev/null
+for _ in $(seq 200); do # the server notices the lost connection (the kernel disconnects)
+  grep -q "connection from .* failed" "$dir/server-7500.err" && break
+  sleep 0.05
+done
+kept=$(find "$dir/resume" -name 'long.bin.*.resume.part' -printf '%s\n' | head -1)
+if [ -n "$part" ] && [ -n "$kept" ] && [ "$kept" -gt 0 ] && [ "$kept" -lt $size ] &&
+  [ ! -e "$dir/resume/long.bin" ]; then
+  echo "ok: sender killed after $kept bytes on the receiver, kept as $(basename "$part")"
+else
+  fail "kill mid-file: part '$part', kept '$kept': $(ls -l "$dir/resume")"
+fi
+out=$(timeout 120 "$B" send "$A:7500" "$src/long.bin" --resume --buffer-size 64k --json \
+  2>"$dir/resume2.err")
+rc=$?
+if [ $rc -eq 0 ] && cmp -s "$src/long.bin" "$dir/resume/long.bin" &&
+  [ -z "$(find "$dir/resume" -name '*.part')" ] && python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+size, kept = int(sys.argv[2]), int(sys.argv[3])
+assert j["status"] == "ok" and j["bytes"] == size, j
+assert j["bytes_resumed"] == kept and j["bytes_sent"] == size - kept < size, j
+' "$out" $size "$kept"; then
+  echo "ok: resumed, byte-identical: $out"
+else
+  fail "resume: status $rc: $out $(cat "$dir/resume2.err"); $(ls -l "$dir/resume")"
+fi
+
 # SIGTERM stops the server (status 0).
 kill -TERM "$server"
 wait "$server"
