@@ -2,6 +2,7 @@
 //
 //   rdma_cp serve --dir DIR [--bind ADDR] [--port 7472] [--buffer-size N] [--depth D]
 //                 [--timeout SECONDS] [--once] [--secret-file F] [--resume-max-age SECONDS]
+//                 [--disk-threads N]
 //   rdma_cp send HOST[:PORT] PATH... [--buffer-size N] [--depth D] [--timeout SECONDS]
 //                [--secret-file F] [--json] [--no-progress] [--resume]
 //   rdma_cp --help, rdma_cp serve --help, rdma_cp send --help
@@ -34,6 +35,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -61,6 +63,7 @@ struct settings {
   bool json = false;
   bool no_progress = false;
   std::chrono::seconds resume_max_age = std::chrono::hours(24);
+  unsigned disk_threads = 1;
 };
 
 /// HOST, HOST:PORT, [V6]:PORT.
@@ -120,6 +123,9 @@ void describe(CLI::App& app, settings& s) {
   serve->add_option("--bind", s.host, "address to listen on (default 0.0.0.0)");
   add_number(*serve, "--port", s.port, 0, 65535, "port (default 7472)");
   serve->add_flag("--once", s.once, "exit after the first sender");
+  add_number(*serve, "--disk-threads", s.disk_threads, 0, 64,
+             "threads that write received chunks to disk (default 1; 0: the receiving thread "
+             "itself, between network events)");
   serve
       ->add_option_function<std::string>(
           "--resume-max-age",
@@ -184,9 +190,12 @@ void print_rate(const char* what, std::uint64_t files, std::uint64_t bytes,
 int serve(asio::io_context& io, const settings& s) {
   // Disk writes and checksums run on a thread of their own, off the thread
   // that receives (file_receiver_options::disk_executor).
-  asio::thread_pool disk(1);
+  std::optional<asio::thread_pool> disk;
   asio_rdma::file_receiver_options options;
-  options.disk_executor = disk.get_executor();
+  if (s.disk_threads > 0) {
+    disk.emplace(s.disk_threads);
+    options.disk_executor = disk->get_executor();
+  }
   options.transfer = s.transfer;
   options.resume_max_age = s.resume_max_age;
   options.on_file = [](const asio_rdma::received_file& f) {
