@@ -56,6 +56,7 @@ receive_session::receive_session(file_receiver_impl& impl, connection& conn, rec
     : impl_(impl), conn_(conn), result_(result),
       deadline_(conn.get_executor(), conn, impl.options.transfer.timeout),
       buffer_size_(impl.options.transfer.buffer_size), credits_(std::make_shared<credit_ring>()),
+      net_(conn.get_executor()),
       disk_(asio::make_strand(impl.options.disk_executor ? impl.options.disk_executor
                                                          : conn.get_executor())),
       drained_(conn.get_executor(), asio::steady_timer::time_point::max()),
@@ -253,14 +254,19 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
   disk_failed_ = false;
   if (!(m.flags & proto::flag_resume))
     co_return co_await reply(m.file_id, proto::status_code::ok);
+  co_return co_await offer_resume(m.file_id, offset);
+}
+
+awaitable<error_code> receive_session::offer_resume(std::uint32_t file_id, std::uint64_t offset) {
   // Offer what is kept; the sender compares it with its file and answers
   // with resume_from before any data.
+  error_code ec;
   proto::resume_point point;
-  point.file_id = m.file_id;
+  point.file_id = file_id;
   point.offset = offset;
   point.crc32c = offset ? file_.prefix_crc(offset, ec) : 0;
   if (ec)
-    co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+    co_return co_await refuse(file_id, proto::status_code::io_error, ec);
   offered_ = point.offset;
   offered_crc_ = point.crc32c;
   awaiting_resume_ = true;
@@ -317,7 +323,7 @@ void receive_session::submit(std::span<const std::byte> data, std::uint64_t offs
     } else {
       ec = asio::error::operation_aborted; // the first failure is reported
     }
-    asio::post(conn_.get_executor(), [this, ec] { on_written(ec); });
+    asio::post(net_, [this, ec] { on_written(ec); });
   });
 }
 

@@ -64,6 +64,9 @@ private:
   boost::asio::awaitable<error_code> on_begin(const file_protocol::file_begin& m);
   boost::asio::awaitable<error_code> on_chunk(const received_message& m);
   boost::asio::awaitable<error_code> on_end(const file_protocol::file_end& m);
+  /// Answers a resumable file_begin with a resume_point for the `offset`
+  /// bytes the kept file holds.
+  boost::asio::awaitable<error_code> offer_resume(std::uint32_t file_id, std::uint64_t offset);
   boost::asio::awaitable<error_code> on_resume_from(const file_protocol::resume_from& m);
   /// The loop of run(); run() then keeps an interrupted resumable file.
   boost::asio::awaitable<error_code> serve();
@@ -97,6 +100,9 @@ private:
 
   // The disk path (see the top of this file). crc_ and the file's offset
   // are the strand's while chunks are submitted and not yet written.
+  /// The connection's executor, copied once: disk jobs post their
+  /// completion to it from the disk's thread without touching conn_.
+  boost::asio::any_io_executor net_;
   boost::asio::strand<boost::asio::any_io_executor> disk_;
   std::uint32_t submitted_ = 0;       ///< chunks handed to the strand (this file)
   std::uint32_t written_ = 0;         ///< of them, completed (on_written ran)
