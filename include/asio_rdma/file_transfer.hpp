@@ -315,7 +315,8 @@ void start_run(const std::shared_ptr<file_receiver_impl>& impl, session_callback
 /// that are symbolic links are not followed, so nothing is ever written
 /// outside the directory. A file is written to a temporary of its own,
 /// NAME.XXXXXX.part (unique per transfer), and renamed to NAME only when its
-/// size and CRC-32C match; an unfinished or failed file is removed. An
+/// size and CRC-32C match; an unfinished or failed file is removed (an
+/// interrupted resumable one is kept, see file_transfer_options::resume). An
 /// existing NAME is handled by file_receiver_options::overwrite (refused by
 /// default); with overwrite_policy::replace it is replaced atomically: when
 /// several senders send the same name at once, NAME ends up as exactly one of
@@ -376,7 +377,8 @@ public:
   /// associated executor (default: the receiver's).
   ///
   /// Cancellation: terminal cancellation abandons the wait or the connection
-  /// (its unfinished file is removed). The receiver must outlive the call.
+  /// (its unfinished file is removed, or kept if resumable). The receiver
+  /// must outlive the call.
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_receive_one(CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, receive_result)>(
@@ -415,7 +417,8 @@ public:
 
   /// Stops (librdmaft's rdmaft_stop_recv): closes the listener and every
   /// connection being served; pending async_receive_one / async_run complete
-  /// with asio::error::operation_aborted and unfinished files are removed.
+  /// with asio::error::operation_aborted and unfinished files are removed
+  /// (resumable ones are kept, see file_transfer_options::resume).
   /// Files already completed stay. Further operations fail the same way.
   void stop() noexcept;
 

@@ -426,7 +426,7 @@ awaitable<outcome> send_paths(connection& conn, std::filesystem::path path, bool
   out.second = sender->result();
   out.second.elapsed = std::chrono::steady_clock::now() - start;
   if (out.first)
-    conn.close(); // the stream cannot be resumed; the receiver drops the partial file
+    conn.close(); // the stream cannot go on; the receiver drops the file (or keeps it: resume)
   co_return out;
 }
 
