@@ -1,25 +1,32 @@
 // rdma_cp: copy files and directory trees to a receiving server over RDMA.
 //
 //   rdma_cp serve --dir DIR [--bind ADDR] [--port 7472] [--buffer-size N] [--depth D]
-//                 [--timeout SECONDS] [--once] [--secret-file F]
+//                 [--timeout SECONDS] [--once] [--secret-file F] [--resume-max-age SECONDS]
+//                 [--disk-threads N]
 //   rdma_cp send HOST[:PORT] PATH... [--buffer-size N] [--depth D] [--timeout SECONDS]
-//                [--secret-file F]
+//                [--secret-file F] [--json] [--no-progress] [--resume]
 //   rdma_cp --help, rdma_cp serve --help, rdma_cp send --help
 //
 // The server stores what senders send under DIR (names are checked; nothing
 // is written outside DIR) and prints each file and each connection's
 // throughput. The sender sends each PATH (a file, or a directory with
-// everything below it) and prints the throughput. Errors are printed and
-// make the program exit non-zero.
+// everything below it), shows its progress on stderr (a bar on a terminal,
+// plain lines otherwise) and prints the throughput, or with --json a summary
+// for scripts. Errors are printed, named by what happened, and make the
+// program exit non-zero.
 #include <asio_rdma/connect.hpp>
 #include <asio_rdma/file_transfer.hpp>
 
 #include "cli.hpp"
+#include "progress.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
@@ -28,6 +35,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -52,6 +60,10 @@ struct settings {
   asio_rdma::file_transfer_options transfer;
   bool once = false;
   std::string secret_file;
+  bool json = false;
+  bool no_progress = false;
+  std::chrono::seconds resume_max_age = std::chrono::hours(24);
+  unsigned disk_threads = 1;
 };
 
 /// HOST, HOST:PORT, [V6]:PORT.
@@ -111,12 +123,56 @@ void describe(CLI::App& app, settings& s) {
   serve->add_option("--bind", s.host, "address to listen on (default 0.0.0.0)");
   add_number(*serve, "--port", s.port, 0, 65535, "port (default 7472)");
   serve->add_flag("--once", s.once, "exit after the first sender");
+  add_number(*serve, "--disk-threads", s.disk_threads, 0, 64,
+             "threads that write received chunks to disk (default 1; 0: the receiving thread "
+             "itself, between network events)");
+  serve
+      ->add_option_function<std::string>(
+          "--resume-max-age",
+          [&s](const std::string& v) {
+            s.resume_max_age = std::chrono::seconds(
+                asio_rdma::cli::parse_number("--resume-max-age", v, 0, 10ull * 365 * 86400));
+          },
+          "keep what arrived of an interrupted `send --resume` this long for the sender to "
+          "resume (default 86400; older ones are removed at start; 0: keep nothing)")
+      ->type_name("SECONDS");
   send->add_option_function<std::string>(
           "TARGET", [&s](const std::string& v) { parse_target(v, s); },
           "HOST, HOST:PORT or [V6]:PORT")
       ->required()
       ->type_name("HOST[:PORT]");
   send->add_option("PATH", s.paths, "files and directories to send")->required();
+  send->add_flag("--json", s.json,
+                 "print a JSON summary on stdout (status, files, bytes, seconds, rate; the error "
+                 "if any) instead of the text line");
+  send->add_flag("--resume", s.transfer.resume,
+                 "continue files an interrupted earlier `send --resume` left on the receiver "
+                 "(verified by CRC-32C), and let the receiver keep this transfer's files if it "
+                 "is interrupted");
+  send->add_flag("--no-progress", s.no_progress,
+                 "no progress on stderr (default: a bar on a terminal, a line a second otherwise)");
+}
+
+/// What happened, in words, for an error that ended a connection. `peer` is
+/// the other side ("receiver" or "sender"): a bare "End of file" or a
+/// flushed work request means the peer went away.
+std::string describe(asio_rdma::error_code ec, const char* peer) {
+  using asio_rdma::wc_condition;
+  std::string who = peer;
+  if (ec == asio::error::eof || ec == asio::error::connection_reset ||
+      ec == asio::error::not_connected || ec == wc_condition::flushed)
+    return who + " closed the connection";
+  if (ec == wc_condition::transport)
+    return who + " unreachable: the transport gave up (host down or link lost)";
+  if (ec == wc_condition::remote)
+    return who + " refused an RDMA access (" + ec.message() + ")";
+  if (ec == asio::error::timed_out)
+    return "timed out waiting for the " + who;
+  if (ec == asio::error::connection_refused)
+    return "connection refused (nothing listening on that port?)";
+  if (ec == asio_rdma::errc::remote_failure)
+    return who + " could not store the file (write error, size or checksum mismatch)";
+  return ec.message();
 }
 
 void print_rate(const char* what, std::uint64_t files, std::uint64_t bytes,
@@ -132,8 +188,16 @@ void print_rate(const char* what, std::uint64_t files, std::uint64_t bytes,
 // ---------------------------------------------------------------- serve
 
 int serve(asio::io_context& io, const settings& s) {
+  // Disk writes and checksums run on a thread of their own, off the thread
+  // that receives (file_receiver_options::disk_executor).
+  std::optional<asio::thread_pool> disk;
   asio_rdma::file_receiver_options options;
+  if (s.disk_threads > 0) {
+    disk.emplace(s.disk_threads);
+    options.disk_executor = disk->get_executor();
+  }
   options.transfer = s.transfer;
+  options.resume_max_age = s.resume_max_age;
   options.on_file = [](const asio_rdma::received_file& f) {
     std::printf("rdma_cp: received %s%s (%llu bytes)\n", f.name.c_str(), f.directory ? "/" : "",
                 static_cast<unsigned long long>(f.size));
@@ -158,7 +222,7 @@ int serve(asio::io_context& io, const settings& s) {
     peer << r.peer;
     if (ec) {
       std::fprintf(stderr, "rdma_cp: connection from %s failed: %s\n", peer.str().c_str(),
-                   ec.message().c_str());
+                   describe(ec, "sender").c_str());
       status = 1;
     }
     std::string what = "from " + peer.str() + ":";
@@ -184,18 +248,60 @@ int serve(asio::io_context& io, const settings& s) {
 
 // ---------------------------------------------------------------- send
 
-awaitable<void> send(settings s) {
+/// The bytes the library will send for PATH (regular files, links not
+/// followed), for the progress display's total.
+std::uint64_t bytes_below(const fs::path& path) {
+  std::error_code ec;
+  auto st = fs::symlink_status(path, ec);
+  if (ec)
+    return 0;
+  if (fs::is_regular_file(st))
+    return fs::file_size(path, ec);
+  std::uint64_t total = 0;
+  if (fs::is_directory(st))
+    for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_regular_file(ec) && !it->is_symlink(ec))
+        total += it->file_size(ec);
+  return total;
+}
+
+struct send_outcome {
+  asio_rdma::transfer_result total;
+  std::string error; ///< empty: success
+  std::string path;  ///< where it failed
+};
+
+awaitable<void> send(settings s, send_outcome& out) {
   auto ex = co_await asio::this_coro::executor;
   for (const auto& path : s.paths) { // local mistakes before connecting
     std::error_code fec;
-    if (!fs::exists(fs::status(path, fec)))
-      throw std::runtime_error(path + ": " +
-                               (fec ? fec.message() : std::string("No such file or directory")));
+    if (!fs::exists(fs::status(path, fec))) {
+      out.path = path;
+      out.error = fec ? fec.message() : std::string("No such file or directory");
+      co_return;
+    }
   }
+  std::uint64_t total_bytes = 0;
+  for (const auto& path : s.paths)
+    total_bytes += bytes_below(path);
+  using style = rdma_cp::progress_display::style;
+  rdma_cp::progress_display progress(
+      s.no_progress ? style::none : rdma_cp::progress_display::for_stream(stderr), total_bytes);
+  std::uint64_t before = 0; // bytes of the paths already sent
+  s.transfer.progress_interval = progress.interval();
+  s.transfer.on_progress = [&](const asio_rdma::transfer_progress& p) {
+    progress.update(p, before);
+  };
   asio_rdma::connection_options options;
   options.timeout = s.transfer.timeout;
-  auto conn = co_await asio_rdma::async_connect(ex, s.host, s.port, options, use_awaitable);
-  asio_rdma::transfer_result total;
+  auto [cec, conn] =
+      co_await asio_rdma::async_connect(ex, s.host, s.port, options, asio::as_tuple(use_awaitable));
+  if (cec) {
+    out.path = s.host + ":" + std::to_string(s.port);
+    out.error = describe(cec, "receiver");
+    co_return;
+  }
+  auto& total = out.total;
   auto start = std::chrono::steady_clock::now();
   for (const auto& path : s.paths) {
     std::error_code fec;
@@ -208,15 +314,43 @@ awaitable<void> send(settings s) {
       outcome = co_await asio_rdma::async_send_file(conn, path, s.transfer,
                                                     asio::as_tuple(use_awaitable));
     auto& [ec, r] = outcome;
-    if (ec)
-      throw boost::system::system_error(ec, path);
     total.files += r.files;
     total.bytes += r.bytes;
-    total.chunk_size = r.chunk_size;
+    total.bytes_sent += r.bytes_sent;
+    total.bytes_resumed += r.bytes_resumed;
+    if (r.chunk_size)
+      total.chunk_size = r.chunk_size;
+    before += r.bytes;
+    if (ec) {
+      progress.finish();
+      out.path = path;
+      out.error = describe(ec, "receiver");
+      break;
+    }
   }
+  progress.finish();
   total.elapsed = std::chrono::steady_clock::now() - start;
-  co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
-  print_rate("sent", total.files, total.bytes, total.elapsed, total.chunk_size);
+  if (out.error.empty())
+    co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+}
+
+void print_json(const send_outcome& out) {
+  const auto& t = out.total;
+  nlohmann::ordered_json j;
+  j["status"] = out.error.empty() ? "ok" : "error";
+  if (!out.error.empty()) {
+    j["error"] = out.error;
+    j["path"] = out.path;
+  }
+  j["files"] = t.files;
+  j["bytes"] = t.bytes;
+  j["bytes_sent"] = t.bytes_sent;
+  j["bytes_resumed"] = t.bytes_resumed;
+  j["seconds"] = std::chrono::duration<double>(t.elapsed).count();
+  j["bytes_per_second"] = t.bytes_per_second();
+  j["chunk_size"] = t.chunk_size;
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
 }
 
 } // namespace
@@ -250,19 +384,29 @@ int main(int argc, char** argv) {
   try {
     if (s.mode == "serve")
       return serve(io, s);
-    int status = 0;
-    asio::co_spawn(io, send(s), [&](std::exception_ptr e) {
+    send_outcome out;
+    asio::co_spawn(io, send(s, out), [&](std::exception_ptr e) {
       if (!e)
         return;
       try {
         std::rethrow_exception(e);
       } catch (const std::exception& x) {
-        std::cerr << "rdma_cp: " << x.what() << std::endl;
+        out.error = x.what();
       }
-      status = 1;
     });
     io.run();
-    return status;
+    if (!out.error.empty())
+      std::cerr << "rdma_cp: " << (out.path.empty() ? "" : out.path + ": ") << out.error
+                << std::endl;
+    if (s.json)
+      print_json(out);
+    else if (out.error.empty())
+      print_rate("sent", out.total.files, out.total.bytes, out.total.elapsed, out.total.chunk_size);
+    if (!s.json && out.total.bytes_resumed > 0)
+      std::printf("rdma_cp: resumed %llu bytes the receiver had, sent %llu bytes\n",
+                  static_cast<unsigned long long>(out.total.bytes_resumed),
+                  static_cast<unsigned long long>(out.total.bytes_sent));
+    return out.error.empty() ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "rdma_cp: " << e.what() << std::endl;
     return 1;

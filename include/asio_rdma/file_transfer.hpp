@@ -4,8 +4,10 @@
 // Data goes by RDMA write with immediate into slots of registered memory that
 // the receiver advertises; the chunk size is negotiated to the smaller of the
 // two sides' buffer sizes; every file is checked with CRC-32C and written to
-// a temporary NAME.XXXXXX.part until complete. Wire format: detail/file_protocol.hpp and
-// docs/file_transfer.md.
+// a temporary NAME.XXXXXX.part until complete (NAME.<key>.resume.part for a
+// resumable transfer, kept when the connection is lost so that a later
+// transfer continues from it). Wire format (version 2):
+// detail/file_protocol.hpp and docs/file_transfer.md.
 #pragma once
 
 #include <asio_rdma/acceptor.hpp>
@@ -35,9 +37,13 @@ struct transfer_progress {
   /// File bytes the operation sends in all (the sizes of its files when it
   /// started).
   std::uint64_t bytes_total = 0;
+  /// Of bytes_done: bytes the receiver already had from an interrupted
+  /// earlier transfer (file_transfer_options::resume), not sent again.
+  std::uint64_t bytes_resumed = 0;
   /// From the start of the operation.
   std::chrono::nanoseconds elapsed{0};
-  /// bytes_done / elapsed, in bytes per second (0 at first).
+  /// (bytes_done - bytes_resumed) / elapsed, in bytes per second (0 at
+  /// first): the rate of what actually crosses the wire.
   double bytes_per_second = 0;
 };
 
@@ -68,6 +74,17 @@ struct file_transfer_options {
   std::function<void(const transfer_progress&)> on_progress;
   /// The least time between two progress calls (before the final one).
   std::chrono::milliseconds progress_interval = std::chrono::milliseconds(200);
+  /// Sending side: make files resumable. The receiver then keeps what it
+  /// has of a file whose transfer is interrupted (lost connection, killed
+  /// sender, timeout) as NAME.<key>.resume.part, the key derived from the
+  /// name, the size and the sender's address; and a later resumable transfer
+  /// of the same file (same name and size, from the same address) continues
+  /// from it: the receiver reports the length it holds and the CRC-32C of
+  /// those bytes, the sender compares them with its own file's first bytes
+  /// and sends only the rest (or everything, if they differ). The whole file
+  /// is still checked by CRC-32C at its end. transfer_result::bytes_resumed
+  /// and bytes_sent tell what was skipped and what was sent.
+  bool resume = false;
 
   /// Smallest buffer_size accepted (bytes).
   static constexpr std::size_t min_buffer_size = 512;
@@ -104,6 +121,12 @@ struct transfer_result {
   std::chrono::nanoseconds elapsed{0};
   /// The negotiated chunk size (0 if the handshake did not happen).
   std::size_t chunk_size = 0;
+  /// File bytes that crossed the wire and were confirmed by the receiver
+  /// (including those of a file that then failed).
+  std::uint64_t bytes_sent = 0;
+  /// Of `bytes`: bytes of resumed files that the receiver already had
+  /// (file_transfer_options::resume) and that were not sent again.
+  std::uint64_t bytes_resumed = 0;
 
   /// bytes / elapsed, in bytes per second (0 for an instant transfer).
   double bytes_per_second() const noexcept {
@@ -139,8 +162,10 @@ void start_send_paths(connection& conn, std::filesystem::path path, bool tree,
 /// receiver could not write the file, or the checksum or size did not
 /// match); asio::error::timed_out; asio::error::eof / operation_aborted /
 /// wc_category() errors when the connection ends. On any failure after the
-/// handshake began the connection is closed: the stream cannot be resumed,
-/// and the receiver discards the unfinished file.
+/// handshake began the connection is closed and the receiver discards the
+/// unfinished file, unless options.resume is set: then an interrupted file
+/// (not one the receiver refused) is kept by the receiver, and a new
+/// connection sending it again with resume continues where it stopped.
 ///
 /// Cancellation: terminal cancellation through the handler's slot abandons
 /// the transfer (asio::error::operation_aborted) and closes the connection;
@@ -255,6 +280,21 @@ struct file_receiver_options {
   /// connections); a file over the limit is refused when it begins with
   /// errc::too_many_requests, before anything is written. 0: no limit.
   std::size_t max_files_in_flight_per_peer = 8;
+  /// How long the unfinished file of an interrupted resumable transfer
+  /// (NAME.<key>.resume.part) is kept for a sender to resume it. Older ones
+  /// are removed when the receiver starts (below its directory) and are not
+  /// resumed (the file starts over). Zero: nothing is kept; resumable
+  /// transfers are discarded when interrupted, like the others.
+  std::chrono::seconds resume_max_age = std::chrono::hours(24);
+  /// Where the disk writes and the checksum of received chunks run. Empty
+  /// (the default): the receiver's executor. Give the executor of an
+  /// asio::thread_pool (one thread is enough) to take the disk off the
+  /// network path: the receiver then goes on receiving while chunks are
+  /// written. Each connection's chunks are written in order (through a
+  /// strand), at most `depth` of them at once (a chunk's slot is handed
+  /// back only when it is on disk). The executor must outlive the receiver's
+  /// connections.
+  boost::asio::any_io_executor disk_executor;
 };
 
 namespace detail {
@@ -275,7 +315,8 @@ void start_run(const std::shared_ptr<file_receiver_impl>& impl, session_callback
 /// that are symbolic links are not followed, so nothing is ever written
 /// outside the directory. A file is written to a temporary of its own,
 /// NAME.XXXXXX.part (unique per transfer), and renamed to NAME only when its
-/// size and CRC-32C match; an unfinished or failed file is removed. An
+/// size and CRC-32C match; an unfinished or failed file is removed (an
+/// interrupted resumable one is kept, see file_transfer_options::resume). An
 /// existing NAME is handled by file_receiver_options::overwrite (refused by
 /// default); with overwrite_policy::replace it is replaced atomically: when
 /// several senders send the same name at once, NAME ends up as exactly one of
@@ -283,8 +324,10 @@ void start_run(const std::shared_ptr<file_receiver_impl>& impl, session_callback
 /// than max_file_size or the free space are refused (errc::file_too_large,
 /// errc::no_space) before anything is written.
 ///
-/// Disk writes are synchronous on the receiver's executor (no thread of the
-/// library's own); use an io_context of its own for a busy receiver.
+/// Disk writes run on file_receiver_options::disk_executor (by default the
+/// receiver's executor; the library starts no thread of its own). Unfinished
+/// files of resumable transfers are kept for resume_max_age (see
+/// file_transfer_options::resume).
 ///
 /// Use from the executor's thread. Move-only; destroying it stops it (see
 /// stop()).
@@ -334,7 +377,8 @@ public:
   /// associated executor (default: the receiver's).
   ///
   /// Cancellation: terminal cancellation abandons the wait or the connection
-  /// (its unfinished file is removed). The receiver must outlive the call.
+  /// (its unfinished file is removed, or kept if resumable). The receiver
+  /// must outlive the call.
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_receive_one(CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, receive_result)>(
@@ -373,7 +417,8 @@ public:
 
   /// Stops (librdmaft's rdmaft_stop_recv): closes the listener and every
   /// connection being served; pending async_receive_one / async_run complete
-  /// with asio::error::operation_aborted and unfinished files are removed.
+  /// with asio::error::operation_aborted and unfinished files are removed
+  /// (resumable ones are kept, see file_transfer_options::resume).
   /// Files already completed stay. Further operations fail the same way.
   void stop() noexcept;
 

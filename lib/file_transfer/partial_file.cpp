@@ -2,6 +2,12 @@
 #include "partial_file.hpp"
 #include "verbs_error.hpp"
 
+#include <asio_rdma/detail/file_protocol.hpp>
+
+#include <sys/file.h>
+#include <vector>
+
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -113,6 +119,121 @@ partial_file partial_file::create(int root, std::span<const std::string> compone
   }
   f.name_ = components.back();
   return f;
+}
+
+partial_file partial_file::open_resumable(int root, std::span<const std::string> components,
+                                          std::string_view key, std::chrono::seconds max_age,
+                                          std::uint64_t& offset, bool& busy, error_code& ec) {
+  partial_file f;
+  offset = 0;
+  busy = false;
+  if (components.empty()) {
+    ec = errc::protocol_error;
+    return f;
+  }
+  f.directory_ = open_directories(root, components.first(components.size() - 1), ec);
+  if (ec)
+    return f;
+  std::string suffix = "." + std::string(key) + ".resume.part";
+  std::string temporary = components.back().substr(0, 255 - suffix.size()) + suffix;
+  unique_fd fd(::openat(f.directory_.get(), temporary.c_str(),
+                        O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) {
+    ec = from_errno();
+    return f;
+  }
+  // One transfer at a time per kept file: a second sender of the same file
+  // at once gets a temporary of its own instead.
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      busy = true;
+    else
+      ec = from_errno();
+    return f;
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    ec = from_errno();
+    return f;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ec = error_code(EINVAL, boost::system::system_category());
+    return f;
+  }
+  auto age = std::chrono::system_clock::now() -
+             std::chrono::system_clock::time_point(std::chrono::seconds(st.st_mtim.tv_sec));
+  offset = static_cast<std::uint64_t>(st.st_size);
+  if (offset > 0 && age > max_age) { // too old to trust or to keep: start over
+    if (::ftruncate(fd.get(), 0) != 0) {
+      ec = from_errno();
+      return f;
+    }
+    offset = 0;
+  }
+  f.file_ = std::move(fd);
+  f.temporary_ = std::move(temporary);
+  f.name_ = components.back();
+  return f;
+}
+
+std::size_t partial_file::remove_stale(const std::filesystem::path& directory,
+                                       std::chrono::seconds max_age) noexcept {
+  namespace fs = std::filesystem;
+  std::size_t removed = 0;
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  fs::recursive_directory_iterator it(directory, fs::directory_options::skip_permission_denied, ec);
+  for (fs::recursive_directory_iterator end; !ec && it != end; it.increment(ec)) {
+    const auto& path = it->path();
+    const std::string name = path.filename().string();
+    constexpr std::string_view tail = ".resume.part";
+    if (name.size() <= tail.size() || name.compare(name.size() - tail.size(), tail.size(), tail))
+      continue;
+    std::error_code fec;
+    if (!it->is_regular_file(fec) || it->is_symlink(fec))
+      continue;
+    auto changed = it->last_write_time(fec);
+    if (!fec && (max_age.count() == 0 || now - changed > max_age) && fs::remove(path, fec))
+      ++removed;
+  }
+  return removed;
+}
+
+std::uint32_t partial_file::prefix_crc(std::uint64_t length, error_code& ec) const noexcept {
+  ec = {};
+  std::vector<std::byte> buffer;
+  try {
+    buffer.resize(std::size_t(1) << 20);
+  } catch (...) {
+    ec = error_code(ENOMEM, boost::system::system_category());
+    return 0;
+  }
+  std::uint32_t crc = 0;
+  for (std::uint64_t at = 0; at < length;) {
+    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), length - at));
+    ssize_t n = ::pread(file_.get(), buffer.data(), want, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      ec = n < 0 ? from_errno() : error_code(EIO, boost::system::system_category());
+      return 0;
+    }
+    crc = file_protocol::crc32c(crc, std::span<const std::byte>(buffer.data(), std::size_t(n)));
+    at += static_cast<std::uint64_t>(n);
+  }
+  return crc;
+}
+
+void partial_file::truncate(std::uint64_t length, error_code& ec) noexcept {
+  ec = {};
+  if (::ftruncate(file_.get(), static_cast<off_t>(length)) != 0)
+    ec = from_errno();
+}
+
+void partial_file::keep() noexcept {
+  file_ = unique_fd();
+  name_.clear();
+  temporary_.clear();
 }
 
 void partial_file::write_at(std::span<const std::byte> data, std::uint64_t offset,

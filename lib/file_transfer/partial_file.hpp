@@ -2,16 +2,21 @@
 // opened relative to its parent with O_NOFOLLOW, the data goes to a temporary
 // NAME.XXXXXX.part of its own (created with O_EXCL, so two transfers of one
 // name never share it), which is renamed to NAME only once complete (rename
-// is atomic: NAME is always one complete file) and removed otherwise.
+// is atomic: NAME is always one complete file) and removed otherwise. A
+// resumable transfer writes to NAME.<key>.resume.part instead, locked while
+// in use, and keeps it when interrupted (see file_transfer_options::resume).
 #pragma once
 
 #include <asio_rdma/error.hpp>
 #include <asio_rdma/file_transfer.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -57,7 +62,28 @@ public:
   /// where the whole would exceed NAME_MAX), mode 0600 until commit.
   static partial_file create(int root, std::span<const std::string> components, error_code& ec);
 
+  /// Opens (or creates) the kept temporary of a resumable transfer,
+  /// DIR/NAME.<key>.resume.part, and locks it (flock) for this transfer.
+  /// `offset` receives its length: the bytes an interrupted transfer left,
+  /// 0 for a new one or one older than `max_age` (then emptied). `busy` is
+  /// set (and nothing opened) when another transfer holds it.
+  static partial_file open_resumable(int root, std::span<const std::string> components,
+                                     std::string_view key, std::chrono::seconds max_age,
+                                     std::uint64_t& offset, bool& busy, error_code& ec);
+  /// Removes the kept temporaries (*.resume.part) below `directory` whose
+  /// last change is older than `max_age` (all of them for 0), without
+  /// following symbolic links. Returns how many were removed.
+  static std::size_t remove_stale(const std::filesystem::path& directory,
+                                  std::chrono::seconds max_age) noexcept;
+
   bool is_open() const noexcept { return static_cast<bool>(file_); }
+  /// CRC-32C of the file's first `length` bytes (read back from disk).
+  std::uint32_t prefix_crc(std::uint64_t length, error_code& ec) const noexcept;
+  /// Cuts the file to `length` bytes.
+  void truncate(std::uint64_t length, error_code& ec) noexcept;
+  /// Closes the file and leaves it where it is (an interrupted resumable
+  /// transfer); nothing is removed.
+  void keep() noexcept;
   /// Writes all of `data` at `offset`.
   void write_at(std::span<const std::byte> data, std::uint64_t offset, error_code& ec) noexcept;
   /// The temporary's name in its directory (empty when none).

@@ -1,4 +1,4 @@
-// Encoding and decoding of the file transfer's control messages (version 1).
+// Encoding and decoding of the file transfer's control messages (version 2).
 #include <asio_rdma/detail/file_protocol.hpp>
 
 #include <array>
@@ -88,6 +88,9 @@ constexpr std::size_t fixed_size(message_type t) noexcept {
   case message_type::challenge:
   case message_type::proof:
     return header_size + 32;
+  case message_type::resume_point:
+  case message_type::resume_from:
+    return 24;
   }
   return 0;
 }
@@ -120,7 +123,7 @@ struct encoder {
     w.header(message_type::file_begin);
     w.put(m.file_id);
     w.put(static_cast<std::uint8_t>(m.kind));
-    w.put(std::uint8_t(0));
+    w.put(m.flags);
     w.put(static_cast<std::uint16_t>(m.name.size()));
     w.put(m.mode);
     w.put(m.size);
@@ -150,6 +153,18 @@ struct encoder {
   void operator()(const proof& m) noexcept {
     w.header(message_type::proof);
     w.put(as_text(m.mac));
+  }
+  void operator()(const resume_point& m) noexcept {
+    w.header(message_type::resume_point);
+    w.put(m.file_id);
+    w.put(m.crc32c);
+    w.put(m.offset);
+  }
+  void operator()(const resume_from& m) noexcept {
+    w.header(message_type::resume_from);
+    w.put(m.file_id);
+    w.put(std::uint32_t(0));
+    w.put(m.offset);
   }
   template <std::size_t N> static std::string_view as_text(const std::array<std::byte, N>& a) {
     return {reinterpret_cast<const char*>(a.data()), N};
@@ -212,7 +227,8 @@ message decode(std::span<const std::byte> in, error_code& ec) noexcept {
     file_begin m;
     m.file_id = r.get<std::uint32_t>();
     auto kind = r.get<std::uint8_t>();
-    if (r.get<std::uint8_t>() != 0)
+    m.flags = r.get<std::uint8_t>();
+    if ((m.flags & ~flag_resume) != 0)
       return fail(ec);
     if (kind != static_cast<std::uint8_t>(entry_kind::file) &&
         kind != static_cast<std::uint8_t>(entry_kind::directory))
@@ -223,7 +239,7 @@ message decode(std::span<const std::byte> in, error_code& ec) noexcept {
     m.size = r.get<std::uint64_t>();
     if (name_length == 0 || name_length > max_name_length || in.size() != fixed + name_length)
       return fail(ec);
-    if (m.mode > 07777 || (m.kind == entry_kind::directory && m.size != 0))
+    if (m.mode > 07777 || (m.kind == entry_kind::directory && (m.size != 0 || m.flags != 0)))
       return fail(ec);
     m.name = r.rest();
     return m;
@@ -258,6 +274,23 @@ message decode(std::span<const std::byte> in, error_code& ec) noexcept {
   case message_type::proof: {
     proof m;
     std::memcpy(m.mac.data(), r.rest().data(), m.mac.size());
+    return m;
+  }
+  case message_type::resume_point: {
+    resume_point m;
+    m.file_id = r.get<std::uint32_t>();
+    m.crc32c = r.get<std::uint32_t>();
+    m.offset = r.get<std::uint64_t>();
+    if (m.offset == 0 && m.crc32c != 0) // the CRC-32C of nothing is 0
+      return fail(ec);
+    return m;
+  }
+  case message_type::resume_from: {
+    resume_from m;
+    m.file_id = r.get<std::uint32_t>();
+    if (r.get<std::uint32_t>() != 0)
+      return fail(ec);
+    m.offset = r.get<std::uint64_t>();
     return m;
   }
   }

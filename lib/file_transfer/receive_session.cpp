@@ -8,6 +8,8 @@
 
 #include <asio_rdma/detail/file_name.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 
 #include <sys/stat.h>
@@ -15,6 +17,8 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 namespace asio_rdma::detail {
 
@@ -24,24 +28,48 @@ using asio::awaitable;
 
 namespace {
 constexpr auto as_awaitable_tuple = asio::as_tuple(asio::use_awaitable);
-} // namespace
 
-receive_session::credit_ring::credit_ring(const asio::any_io_executor& ex)
-    : signal(ex, asio::steady_timer::time_point::max()) {}
+/// The key of a resumable file's kept temporary: FNV-1a (64 bits, hex) of
+/// its name, its size and the sender's address, so that only the same file
+/// from the same sender resumes it.
+std::string resume_key(std::string_view name, std::uint64_t size, const asio::ip::address& peer) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&h](std::string_view bytes) {
+    for (unsigned char c : bytes) {
+      h ^= c;
+      h *= 0x100000001b3ULL;
+    }
+  };
+  mix(name);
+  mix(std::string_view("\0", 1));
+  mix(std::to_string(size));
+  mix(std::string_view("\0", 1));
+  mix(peer.to_string());
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
+} // namespace
 
 receive_session::receive_session(file_receiver_impl& impl, connection& conn, receive_result& result,
                                  bool over_limit)
     : impl_(impl), conn_(conn), result_(result),
       deadline_(conn.get_executor(), conn, impl.options.transfer.timeout),
-      buffer_size_(impl.options.transfer.buffer_size),
-      credits_(std::make_shared<credit_ring>(conn.get_executor())), over_limit_(over_limit) {
+      buffer_size_(impl.options.transfer.buffer_size), credits_(std::make_shared<credit_ring>()),
+      net_(conn.get_executor()),
+      disk_(asio::make_strand(impl.options.disk_executor ? impl.options.disk_executor
+                                                         : conn.get_executor())),
+      drained_(conn.get_executor(), asio::steady_timer::time_point::max()),
+      over_limit_(over_limit) {
   // Sized for the most slots this receiver offers, once: buffers of credits in
   // flight must not move.
   credits_->buffers.resize(std::size_t(impl.options.transfer.depth) * 2);
   credits_->busy.resize(credits_->buffers.size());
+  credits_->owner = this;
 }
 
 receive_session::~receive_session() {
+  credits_->owner = nullptr;
   release_file_slot();
 }
 
@@ -53,12 +81,28 @@ void receive_session::release_file_slot() noexcept {
 }
 
 awaitable<error_code> receive_session::run() {
+  auto ec = co_await serve();
+  // No job may outlive the session: they read its slots and its file.
+  co_await drain();
+  if (disk_error_ && ec != errc::no_space && ec != disk_error_)
+    ec = disk_error_;
+  // Lost in the middle of a resumable file (not refused: refuse() discarded
+  // it): keep what arrived for the sender to resume.
+  if (file_.is_open() && resumable_ && (received_ > 0 || offered_ > 0))
+    file_.keep();
+  co_return ec;
+}
+
+awaitable<error_code> receive_session::serve() {
   for (;;) {
     deadline_.arm();
-    auto [ec, m] = co_await conn_.async_receive_message(asio::buffer(in_), as_awaitable_tuple);
+    auto [ec, m] = co_await conn_.async_receive_message(
+        asio::buffer(in_), asio::bind_cancellation_slot(wake_.slot(), as_awaitable_tuple));
     deadline_.disarm();
     if (ec == asio::error::eof && !file_.is_open())
       co_return error_code(); // the sender left between files: done
+    if (disk_error_)          // a write failed; on_written woke us
+      co_return co_await refuse_write(file_id_, disk_error_);
     if (ec)
       co_return wait_error(ec, deadline_); // an unfinished file is removed by file_
     if (m.rdma_write) {
@@ -76,6 +120,8 @@ awaitable<error_code> receive_session::run() {
       ec = co_await on_begin(*begin);
     else if (auto* end = std::get_if<proto::file_end>(&message))
       ec = co_await on_end(*end);
+    else if (auto* from = std::get_if<proto::resume_from>(&message))
+      ec = co_await on_resume_from(*from);
     else
       ec = co_await refuse(file_id_, proto::status_code::protocol_error, errc::protocol_error);
     if (ec)
@@ -172,7 +218,8 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
                               errc::too_many_requests);
   impl_.count(peer, &file_receiver_impl::peer_load::files, +1);
   file_slot_ = true;
-  file_ = partial_file::create(impl_.directory_fd.get(), components, ec);
+  std::uint64_t offset = 0;
+  file_ = open_file(m, components, offset, ec);
   if (ec) {
     file_.discard();
     co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
@@ -184,36 +231,173 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
   std::uint64_t free = file_.free_space(ec);
   if (ec)
     co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
-  if (m.size > free)
+  if (offset > m.size) { // not this file's prefix after all
+    file_.truncate(0, ec);
+    if (ec)
+      co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+    offset = 0;
+  }
+  if (m.size - offset > free)
     co_return co_await refuse(m.file_id, proto::status_code::no_space, errc::no_space);
   name_ = std::move(f.name);
   file_id_ = m.file_id;
   mode_ = f.mode;
   size_ = m.size;
   received_ = 0;
+  offered_ = 0;
+  offered_crc_ = 0;
   next_sequence_ = 0;
   crc_ = 0;
-  co_return co_await reply(m.file_id, proto::status_code::ok);
+  // No job is pending between files (on_end and refuse drained them).
+  next_credit_ = 0;
+  disk_error_ = {};
+  disk_failed_ = false;
+  if (!(m.flags & proto::flag_resume))
+    co_return co_await reply(m.file_id, proto::status_code::ok);
+  co_return co_await offer_resume(m.file_id, offset);
+}
+
+awaitable<error_code> receive_session::offer_resume(std::uint32_t file_id, std::uint64_t offset) {
+  // Offer what is kept; the sender compares it with its file and answers
+  // with resume_from before any data.
+  error_code ec;
+  proto::resume_point point;
+  point.file_id = file_id;
+  point.offset = offset;
+  point.crc32c = offset ? file_.prefix_crc(offset, ec) : 0;
+  if (ec)
+    co_return co_await refuse(file_id, proto::status_code::io_error, ec);
+  offered_ = point.offset;
+  offered_crc_ = point.crc32c;
+  awaiting_resume_ = true;
+  proto::message reply_message = point;
+  co_return co_await send_control(conn_, reply_message, out_);
+}
+
+partial_file receive_session::open_file(const proto::file_begin& m,
+                                        std::span<const std::string> components,
+                                        std::uint64_t& offset, error_code& ec) {
+  offset = 0;
+  resumable_ = false;
+  const auto max_age = impl_.options.resume_max_age;
+  if ((m.flags & proto::flag_resume) && max_age.count() > 0) {
+    bool busy = false;
+    auto f = partial_file::open_resumable(impl_.directory_fd.get(), components,
+                                          resume_key(m.name, m.size, result_.peer.address()),
+                                          max_age, offset, busy, ec);
+    if (ec || !busy) {
+      resumable_ = !ec;
+      return f;
+    }
+    // Another transfer of this file holds the kept one: this one is not
+    // resumable and starts from nothing.
+  }
+  return partial_file::create(impl_.directory_fd.get(), components, ec);
+}
+
+awaitable<error_code> receive_session::on_resume_from(const proto::resume_from& m) {
+  if (!awaiting_resume_ || m.file_id != file_id_ || (m.offset != 0 && m.offset != offered_))
+    co_return co_await refuse(m.file_id, proto::status_code::protocol_error, errc::protocol_error);
+  awaiting_resume_ = false;
+  if (m.offset == 0 && offered_ > 0) { // the sender's file differs: start over
+    error_code ec;
+    file_.truncate(0, ec);
+    if (ec)
+      co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+  }
+  received_ = m.offset;
+  crc_ = m.offset ? offered_crc_ : 0;
+  co_return error_code();
+}
+
+void receive_session::submit(std::span<const std::byte> data, std::uint64_t offset) {
+  ++submitted_;
+  asio::post(disk_, [this, data, offset] {
+    // On the disk strand: chunks of this connection one after the other, so
+    // the running CRC-32C and the file see them in order.
+    error_code ec;
+    if (!disk_failed_) {
+      crc_ = proto::crc32c(crc_, data);
+      file_.write_at(data, offset, ec);
+      disk_failed_ = ec.failed();
+    } else {
+      ec = asio::error::operation_aborted; // the first failure is reported
+    }
+    asio::post(net_, [this, ec] { on_written(ec); });
+  });
+}
+
+void receive_session::on_written(error_code ec) {
+  ++written_;
+  if (ec && !disk_error_) {
+    disk_error_ = ec;
+    wake_.emit(asio::cancellation_type::terminal);
+  } else if (!ec && !disk_error_) {
+    ++credits_due_;
+    pump_credits();
+  }
+  drained_.cancel();
+}
+
+void receive_session::pump_credits() {
+  auto& ring = *credits_;
+  // A buffer is reused only once the send that used it completed (almost
+  // always long before: the ring holds twice the chunks in flight); a send
+  // that completes calls this again.
+  while (credits_due_ > 0 && !ring.error) {
+    std::size_t index = credit_next_ % ring.buffers.size();
+    if (ring.busy[index])
+      break;
+    proto::credit c;
+    c.sequence = next_credit_++;
+    std::size_t n = proto::encode(c, ring.buffers[index]);
+    ring.busy[index] = 1;
+    ++credit_next_;
+    --credits_due_;
+    conn_.async_send(asio::buffer(ring.buffers[index].data(), n),
+                     [r = credits_, index](error_code ec, std::size_t) {
+                       if (ec && !r->error)
+                         r->error = ec;
+                       r->busy[index] = 0;
+                       if (r->owner) {
+                         r->owner->pump_credits();
+                         r->owner->drained_.cancel();
+                       }
+                     });
+  }
+}
+
+awaitable<void> receive_session::drain() {
+  // Disk writes end by themselves (no deadline: their jobs cannot be
+  // abandoned while they read the slots); credits end when the connection
+  // does, or its send fails.
+  while (written_ != submitted_ || (credits_due_ > 0 && !credits_->error && conn_.is_open()))
+    co_await drained_.async_wait(as_awaitable_tuple);
 }
 
 awaitable<error_code> receive_session::on_chunk(const received_message& m) {
-  if (!file_.is_open() || !m.immediate || *m.immediate != next_sequence_ ||
+  if (!file_.is_open() || awaiting_resume_ || !m.immediate || *m.immediate != next_sequence_ ||
       m.size != std::min<std::uint64_t>(ack_.chunk_size, size_ - received_))
     co_return co_await refuse(file_id_, proto::status_code::protocol_error, errc::protocol_error);
+  if (disk_error_)
+    co_return co_await refuse_write(file_id_, disk_error_);
   std::size_t slot = next_sequence_ % ack_.slots;
-  auto data = slots_.data().subspan(slot * ack_.chunk_size, m.size);
-  crc_ = proto::crc32c(crc_, data);
-  error_code ec;
-  file_.write_at(data, received_, ec);
-  if (ec)
-    co_return co_await refuse_write(file_id_, ec);
+  submit(slots_.data().subspan(slot * ack_.chunk_size, m.size), received_);
   received_ += m.size;
-  co_return co_await send_credit(next_sequence_++);
+  ++next_sequence_;
+  co_return error_code();
 }
 
 awaitable<error_code> receive_session::on_end(const proto::file_end& m) {
-  if (!file_.is_open() || m.file_id != file_id_)
+  if (!file_.is_open() || awaiting_resume_ || m.file_id != file_id_)
     co_return co_await refuse(m.file_id, proto::status_code::protocol_error, errc::protocol_error);
+  // Every chunk on disk and its credit posted (the credits go before the
+  // status, in order) before the verdict.
+  co_await drain();
+  if (disk_error_)
+    co_return co_await refuse_write(m.file_id, disk_error_);
+  if (credits_->error)
+    co_return credits_->error;
   if (m.size != size_ || received_ != size_)
     co_return co_await refuse(m.file_id, proto::status_code::size_mismatch, errc::protocol_error);
   if (m.crc32c != crc_)
@@ -250,6 +434,7 @@ awaitable<error_code> receive_session::reply(std::uint32_t file_id, proto::statu
 
 awaitable<error_code> receive_session::refuse(std::uint32_t file_id, proto::status_code code,
                                               error_code ec) {
+  co_await drain(); // no write may still use the file
   file_.discard();
   release_file_slot();
   co_await reply(file_id, code); // best effort: the session ends with `ec` anyway
@@ -263,38 +448,6 @@ awaitable<error_code> receive_session::refuse_write(std::uint32_t file_id, error
       ec == error_code(EDQUOT, boost::system::system_category()))
     co_return co_await refuse(file_id, proto::status_code::no_space, errc::no_space);
   co_return co_await refuse(file_id, proto::status_code::io_error, ec);
-}
-
-awaitable<error_code> receive_session::send_credit(std::uint32_t sequence) {
-  auto& ring = *credits_;
-  std::size_t index = credit_next_ % ring.buffers.size();
-  // A buffer is reused only once the send that used it completed (almost always
-  // long before: the ring holds twice the chunks in flight).
-  while (ring.busy[index] && !ring.error) {
-    deadline_.arm();
-    co_await ring.signal.async_wait(as_awaitable_tuple);
-    deadline_.disarm();
-    auto cs = co_await asio::this_coro::cancellation_state;
-    if (cs.cancelled() != asio::cancellation_type::none)
-      co_return error_code(asio::error::operation_aborted);
-    if (deadline_.expired())
-      co_return error_code(asio::error::timed_out);
-  }
-  if (ring.error)
-    co_return ring.error;
-  proto::credit c;
-  c.sequence = sequence;
-  std::size_t n = proto::encode(c, ring.buffers[index]);
-  ring.busy[index] = 1;
-  ++credit_next_;
-  conn_.async_send(asio::buffer(ring.buffers[index].data(), n),
-                   [r = credits_, index](error_code ec, std::size_t) {
-                     if (ec && !r->error)
-                       r->error = ec;
-                     r->busy[index] = 0;
-                     r->signal.cancel();
-                   });
-  co_return error_code();
 }
 
 void receive_session::completed(received_file f) {

@@ -1,5 +1,12 @@
 // One connection of a file_receiver: answers the handshake with registered
 // slots, checks names, writes chunks to NAME.part, verifies and commits.
+//
+// Chunks go to disk off the network path: each is checksummed and written by
+// a job on a strand of file_receiver_options::disk_executor (in order), while
+// the session goes on receiving; the job's completion, back on the
+// connection's executor, sends the chunk's credit. A chunk's slot is handed
+// back (credited) only once it is on disk, so at most `slots` chunks are
+// ever in flight, and the slot's bytes stay put while the job reads them.
 #pragma once
 
 #include "deadline.hpp"
@@ -8,6 +15,8 @@
 #include <asio_rdma/detail/file_protocol.hpp>
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/strand.hpp>
 
 #include <array>
 #include <vector>
@@ -32,12 +41,22 @@ private:
   /// Small credit messages in flight, each in its own buffer until its send
   /// completed; shared with the send handlers, which may outlive the session.
   struct credit_ring {
-    explicit credit_ring(const boost::asio::any_io_executor& ex);
     std::vector<std::array<std::byte, 16>> buffers;
     std::vector<unsigned char> busy;
-    boost::asio::steady_timer signal;
     error_code error;
+    /// The session while it lives (a completing send pumps the next credits).
+    receive_session* owner = nullptr;
   };
+
+  /// Queues `data` (a slot) to be checksummed and written at `offset` by
+  /// the disk strand; on_written() follows on the connection's executor.
+  void submit(std::span<const std::byte> data, std::uint64_t offset);
+  /// A chunk is on disk (or failed with `ec`): credit it, or stop the loop.
+  void on_written(error_code ec);
+  /// Sends the credits of the chunks on disk, in order, as buffers free up.
+  void pump_credits();
+  /// Waits until every submitted chunk is written and its credit posted.
+  boost::asio::awaitable<void> drain();
 
   boost::asio::awaitable<error_code> on_hello(const file_protocol::hello& m);
   /// Challenge-response on the shared secret: success only for a valid proof.
@@ -45,6 +64,17 @@ private:
   boost::asio::awaitable<error_code> on_begin(const file_protocol::file_begin& m);
   boost::asio::awaitable<error_code> on_chunk(const received_message& m);
   boost::asio::awaitable<error_code> on_end(const file_protocol::file_end& m);
+  /// Answers a resumable file_begin with a resume_point for the `offset`
+  /// bytes the kept file holds.
+  boost::asio::awaitable<error_code> offer_resume(std::uint32_t file_id, std::uint64_t offset);
+  boost::asio::awaitable<error_code> on_resume_from(const file_protocol::resume_from& m);
+  /// The loop of run(); run() then keeps an interrupted resumable file.
+  boost::asio::awaitable<error_code> serve();
+  /// Opens the file of a file_begin: the kept temporary of a resumable one
+  /// (`offset`: the bytes it holds), else a new temporary.
+  partial_file open_file(const file_protocol::file_begin& m,
+                         std::span<const std::string> components, std::uint64_t& offset,
+                         error_code& ec);
   boost::asio::awaitable<error_code> reply(std::uint32_t file_id, file_protocol::status_code code);
   /// Replies with `code` and returns `ec` (the session's error).
   boost::asio::awaitable<error_code> refuse(std::uint32_t file_id, file_protocol::status_code code,
@@ -52,7 +82,6 @@ private:
   /// refuse() for a failed write or commit: no_space for ENOSPC/EDQUOT,
   /// file_exists, io_error otherwise.
   boost::asio::awaitable<error_code> refuse_write(std::uint32_t file_id, error_code ec);
-  boost::asio::awaitable<error_code> send_credit(std::uint32_t sequence);
   void completed(received_file f);
   /// Ends the current file's count against max_files_in_flight_per_peer.
   void release_file_slot() noexcept;
@@ -68,6 +97,23 @@ private:
   memory_region slots_;
   file_protocol::hello_ack ack_;
   std::size_t credit_next_ = 0;
+
+  // The disk path (see the top of this file). crc_ and the file's offset
+  // are the strand's while chunks are submitted and not yet written.
+  /// The connection's executor, copied once: disk jobs post their
+  /// completion to it from the disk's thread without touching conn_.
+  boost::asio::any_io_executor net_;
+  boost::asio::strand<boost::asio::any_io_executor> disk_;
+  std::uint32_t submitted_ = 0;       ///< chunks handed to the strand (this file)
+  std::uint32_t written_ = 0;         ///< of them, completed (on_written ran)
+  std::uint32_t credits_due_ = 0;     ///< written, credit not yet posted
+  std::uint32_t next_credit_ = 0;     ///< sequence of the next credit
+  error_code disk_error_;             ///< the first failed write of this file
+  bool disk_failed_ = false;          ///< the strand's own view of a failed write
+  boost::asio::steady_timer drained_; ///< cancelled whenever a chunk is written or credited
+  /// Wakes the receive loop when a write failed (the sender may be waiting
+  /// for credits and send nothing more).
+  boost::asio::cancellation_signal wake_;
   bool authenticated_ = false;
   bool over_limit_ = false;
   /// The current file counts against the peer's files in flight.
@@ -82,6 +128,12 @@ private:
   std::uint64_t received_ = 0;
   std::uint32_t next_sequence_ = 0;
   std::uint32_t crc_ = 0;
+  /// Kept as NAME.<key>.resume.part when the connection is lost.
+  bool resumable_ = false;
+  /// A resume_point went out; the sender's resume_from comes next.
+  bool awaiting_resume_ = false;
+  std::uint64_t offered_ = 0;
+  std::uint32_t offered_crc_ = 0;
 
   std::array<std::byte, file_protocol::max_message_size> in_{};
   std::array<std::byte, 64> out_{};

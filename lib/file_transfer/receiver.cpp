@@ -134,7 +134,10 @@ file_receiver_impl::file_receiver_impl(const asio::any_io_executor& ex, const st
                                        std::uint16_t port, const std::filesystem::path& dir,
                                        file_receiver_options opts)
     : ex(ex), options(checked(std::move(opts))), directory(std::filesystem::absolute(dir)),
-      directory_fd(open_directory(directory)), listener(ex, address, port, options.acceptor) {}
+      directory_fd(open_directory(directory)), listener(ex, address, port, options.acceptor) {
+  // Kept files of interrupted resumable transfers expire (resume_max_age).
+  partial_file::remove_stale(directory, options.resume_max_age);
+}
 
 void file_receiver_impl::count(const asio::ip::address& peer, std::size_t peer_load::*what, int n) {
   auto& load = peers[peer];

@@ -79,7 +79,7 @@ public:
         writes_(std::make_shared<write_tracker>(conn.get_executor())) {}
 
   awaitable<error_code> run(const std::vector<send_entry>& entries) {
-    start_ = std::chrono::steady_clock::now();
+    started_ = std::chrono::steady_clock::now();
     for (const auto& e : entries) {
       std::error_code sec;
       if (!e.directory)
@@ -163,19 +163,49 @@ private:
     co_return ec;
   }
 
-  /// Sends a file_begin and awaits the receiver's verdict on the name.
+  /// Sends a file_begin and awaits the receiver's verdict on the name: a
+  /// status, or with `point` (a resumable file) the receiver's resume_point.
   awaitable<error_code> begin(const send_entry& e, std::uint32_t file_id, std::uint32_t mode,
-                              std::uint64_t size) {
+                              std::uint64_t size, proto::resume_point* point = nullptr) {
     proto::file_begin b;
     b.file_id = file_id;
     b.kind = e.directory ? proto::entry_kind::directory : proto::entry_kind::file;
     b.mode = mode;
     b.size = size;
     b.name = e.name;
+    b.flags = point ? proto::flag_resume : 0;
     proto::message m = b;
     if (auto ec = co_await send_control(conn_, m, out_))
       co_return ec;
-    co_return co_await expect_status(file_id);
+    if (!point)
+      co_return co_await expect_status(file_id);
+    if (auto ec = co_await receive(m))
+      co_return ec;
+    auto* p = std::get_if<proto::resume_point>(&m);
+    if (!p || p->file_id != file_id || p->offset > size)
+      co_return error_code(errc::protocol_error);
+    *point = *p;
+    co_return error_code();
+  }
+
+  /// CRC-32C of the first `length` bytes of `fd` (the prefix a receiver
+  /// offers to resume from).
+  static error_code prefix_crc(int fd, std::uint64_t length, std::uint32_t& crc) {
+    std::vector<std::byte> buffer(std::size_t(1) << 20);
+    crc = 0;
+    for (std::uint64_t at = 0; at < length;) {
+      auto want = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), length - at));
+      ssize_t n = ::pread(fd, buffer.data(), want, static_cast<off_t>(at));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return from_errno();
+      if (n == 0) // the file shrank
+        return error_code(EIO, boost::system::system_category());
+      crc = proto::crc32c(crc, std::span<const std::byte>(buffer.data(), std::size_t(n)));
+      at += static_cast<std::uint64_t>(n);
+    }
+    return {};
   }
 
   awaitable<error_code> expect_status(std::uint32_t file_id) {
@@ -213,14 +243,40 @@ private:
     if (!sec && listed != size)
       progress_.bytes_total = progress_.bytes_total - listed + size;
     size_ = size;
-    std::uint64_t chunks = (size + ack_.chunk_size - 1) / ack_.chunk_size;
-    if (chunks > std::numeric_limits<std::uint32_t>::max())
+    if ((size + ack_.chunk_size - 1) / ack_.chunk_size > std::numeric_limits<std::uint32_t>::max())
       co_return error_code(EFBIG, boost::system::system_category());
-    if (auto ec = co_await begin(e, file_id, st.st_mode & 07777, size))
+    std::uint64_t start = 0; // the data sent begins here (> 0 when resumed)
+    std::uint32_t crc = 0;   // of the whole file up to where the data is
+    if (options_.resume) {
+      proto::resume_point point;
+      if (auto ec = co_await begin(e, file_id, st.st_mode & 07777, size, &point))
+        co_return ec;
+      std::uint32_t mine = 0;
+      if (point.offset > 0) {
+        if (auto ec = prefix_crc(fd.get(), point.offset, mine))
+          co_return ec;
+        // The receiver's bytes are this file's first bytes: keep them.
+        if (mine == point.crc32c) {
+          start = point.offset;
+          crc = mine;
+        }
+      }
+      proto::resume_from from;
+      from.file_id = file_id;
+      from.offset = start;
+      proto::message m = from;
+      if (auto ec = co_await send_control(conn_, m, out_))
+        co_return ec;
+      progress_.bytes_done += start;
+      progress_.bytes_resumed += start;
+      result_.bytes_resumed += start;
+    } else if (auto ec = co_await begin(e, file_id, st.st_mode & 07777, size)) {
       co_return ec;
+    }
+    start_ = start;
+    std::uint64_t chunks = (size - start + ack_.chunk_size - 1) / ack_.chunk_size;
 
     credits_ = 0;
-    std::uint32_t crc = 0;
     for (std::uint64_t seq = 0; seq < chunks; ++seq) {
       // The receiver's slot for this chunk must have been handed back...
       while (credits_ + ack_.slots <= seq)
@@ -231,7 +287,7 @@ private:
         co_return ec;
       if (auto ec = co_await cancelled())
         co_return ec;
-      std::uint64_t offset = seq * ack_.chunk_size;
+      std::uint64_t offset = start + seq * ack_.chunk_size;
       auto length =
           static_cast<std::size_t>(std::min<std::uint64_t>(ack_.chunk_size, size - offset));
       std::size_t local_slot = writes_->posted % ack_.slots;
@@ -275,8 +331,10 @@ private:
     auto* c = std::get_if<proto::credit>(&m);
     if (!c || c->sequence != credits_ || credits_ >= chunks)
       co_return error_code(errc::protocol_error);
-    progress_.bytes_done +=
-        std::min<std::uint64_t>(ack_.chunk_size, size_ - credits_ * ack_.chunk_size);
+    auto bytes =
+        std::min<std::uint64_t>(ack_.chunk_size, size_ - start_ - credits_ * ack_.chunk_size);
+    progress_.bytes_done += bytes;
+    result_.bytes_sent += bytes;
     ++credits_;
     report_progress(false);
     co_return error_code();
@@ -291,9 +349,10 @@ private:
     if (!final && now - last_progress_ < options_.progress_interval)
       return;
     last_progress_ = now;
-    progress_.elapsed = now - start_;
+    progress_.elapsed = now - started_;
     double s = std::chrono::duration<double>(progress_.elapsed).count();
-    progress_.bytes_per_second = s > 0 ? static_cast<double>(progress_.bytes_done) / s : 0.0;
+    progress_.bytes_per_second =
+        s > 0 ? static_cast<double>(progress_.bytes_done - progress_.bytes_resumed) / s : 0.0;
     options_.on_progress(progress_);
   }
 
@@ -331,9 +390,10 @@ private:
   std::shared_ptr<write_tracker> writes_;
   proto::hello_ack ack_;
   std::uint64_t credits_ = 0;
-  std::uint64_t size_ = 0; ///< of the file being sent
+  std::uint64_t size_ = 0;  ///< of the file being sent
+  std::uint64_t start_ = 0; ///< where its data begins (the resumed prefix's length)
   transfer_progress progress_;
-  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point last_progress_{};
   transfer_result result_;
   std::array<std::byte, 64> in_{};
@@ -366,7 +426,7 @@ awaitable<outcome> send_paths(connection& conn, std::filesystem::path path, bool
   out.second = sender->result();
   out.second.elapsed = std::chrono::steady_clock::now() - start;
   if (out.first)
-    conn.close(); // the stream cannot be resumed; the receiver drops the partial file
+    conn.close(); // the stream cannot go on; the receiver drops the file (or keeps it: resume)
   co_return out;
 }
 

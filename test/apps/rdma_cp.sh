@@ -157,6 +157,126 @@ else
 fi
 kill -TERM "${pids[-1]}"
 
+# Progress: a bar redrawn in place (\r) with rate and ETA under a real
+# pseudo-terminal (script(1) gives rdma_cp one), plain lines without \r when
+# stderr is a file; --json prints one JSON summary on stdout.
+head -c $((6 * 1024 * 1024)) /dev/urandom >"$src/progress.bin"
+script -qefc "$B send $A:7493 $src/progress.bin --buffer-size 64k" /dev/null </dev/null \
+  >"$dir/pty.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q $'\r\[' "$dir/pty.out" && grep -q '100% 6.0 MiB / 6.0 MiB .*/s  ETA 0:00' "$dir/pty.out" &&
+  grep -q "^rdma_cp: sent 1 entries, 6291456 bytes" "$dir/pty.out"; then
+  echo "ok: a terminal gets a progress bar: $(tr '\r' '\n' <"$dir/pty.out" | grep -c '^\[') redraws," \
+    "last: $(tr '\r' '\n' <"$dir/pty.out" | grep '^\[' | tail -1)"
+else
+  fail "progress bar under a pty: status $rc: $(od -c "$dir/pty.out" | tail -5)"
+fi
+cp "$src/progress.bin" "$src/progress2.bin"
+timeout 120 "$B" send "$A:7493" "$src/progress2.bin" --buffer-size 64k --json >"$dir/json.out" \
+  2>"$dir/lines.err"
+rc=$?
+if [ $rc -eq 0 ] && ! grep -q $'\r' "$dir/lines.err" &&
+  grep -Eq '^rdma_cp: progress 6291456/6291456 bytes \(100%\), .*/s, ETA 0:00$' "$dir/lines.err"; then
+  echo "ok: no terminal, plain lines: $(tr '\n' ';' <"$dir/lines.err")"
+else
+  fail "progress lines: status $rc: $(cat "$dir/lines.err")"
+fi
+if python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["status"] == "ok" and j["files"] == 1 and j["bytes"] == 6291456, j
+assert j["chunk_size"] == 65536 and j["seconds"] > 0 and j["bytes_per_second"] > 0, j
+' "$dir/json.out"; then
+  echo "ok: --json: $(cat "$dir/json.out")"
+else
+  fail "--json: $(cat "$dir/json.out")"
+fi
+
+# Errors say what happened. No space: a 1 MiB tmpfs gets a 2 MiB file.
+mkdir "$dir/small"
+if mount -t tmpfs -o size=1m tmpfs "$dir/small"; then
+  start_server 7497 "$dir/small"
+  out=$(timeout 60 "$B" send "$A:7497" "$src/progress.bin" --json 2>"$dir/nospace.err")
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "progress.bin: no space on receiver" "$dir/nospace.err" &&
+    grep -q '"status":"error","error":"no space on receiver"' <<<"$out"; then
+    echo "ok: no space: $(cat "$dir/nospace.err"); $out"
+  else
+    fail "no space: status $rc: $(cat "$dir/nospace.err"); $out"
+  fi
+  kill -TERM "${pids[-1]}"
+  wait "${pids[-1]}" 2>/dev/null
+  umount "$dir/small"
+else
+  fail "cannot mount a tmpfs for the no-space case"
+fi
+# The receiver killed in the middle of a file: "receiver closed the connection".
+mkdir "$dir/killed"
+head -c $((40 * 1024 * 1024)) /dev/urandom >"$src/long.bin"
+start_server 7498 "$dir/killed"
+victim=${pids[-1]}
+"$B" send "$A:7498" "$src/long.bin" --buffer-size 64k --depth 1 --no-progress --timeout 60 \
+  >"$dir/killed.out" 2>&1 &
+sender=$!
+for _ in $(seq 600); do # until the receiver holds some data
+  part=$(find "$dir/killed" -name '*.part' -size +256k | head -1)
+  [ -n "$part" ] && break
+  sleep 0.05
+done
+kill -KILL "$victim"
+wait "$sender"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "long.bin: receiver closed the connection" "$dir/killed.out"; then
+  echo "ok: receiver killed mid-file: $(cat "$dir/killed.out")"
+else
+  fail "receiver killed mid-file: status $rc, part '$part': $(cat "$dir/killed.out")"
+fi
+
+# --resume: the sender SIGKILLed in the middle of a file; the receiver keeps
+# what arrived (NAME.<key>.resume.part), and a second `send --resume` sends
+# only the rest: the copy is byte-identical and --json reports the bytes.
+mkdir "$dir/resume"
+start_server 7500 "$dir/resume"
+size=$((40 * 1024 * 1024))
+# (rdma_cp itself in the background, not under timeout(1): the signal must
+# reach it.)
+"$B" send "$A:7500" "$src/long.bin" --resume --buffer-size 64k --depth 1 --timeout 60 \
+  --no-progress >"$dir/resume1.out" 2>&1 &
+sender=$!
+for _ in $(seq 600); do
+  part=$(find "$dir/resume" -name 'long.bin.*.resume.part' -size +2M | head -1)
+  [ -n "$part" ] && break
+  sleep 0.05
+done
+kill -KILL "$sender"
+wait "$sender" 2>/dev/null
+for _ in $(seq 200); do # the server notices the lost connection (the kernel disconnects)
+  grep -q "connection from .* failed" "$dir/server-7500.err" && break
+  sleep 0.05
+done
+kept=$(find "$dir/resume" -name 'long.bin.*.resume.part' -printf '%s\n' | head -1)
+if [ -n "$part" ] && [ -n "$kept" ] && [ "$kept" -gt 0 ] && [ "$kept" -lt $size ] &&
+  [ ! -e "$dir/resume/long.bin" ]; then
+  echo "ok: sender killed after $kept bytes on the receiver, kept as $(basename "$part")"
+else
+  fail "kill mid-file: part '$part', kept '$kept': $(ls -l "$dir/resume")"
+fi
+out=$(timeout 120 "$B" send "$A:7500" "$src/long.bin" --resume --buffer-size 64k --json \
+  2>"$dir/resume2.err")
+rc=$?
+if [ $rc -eq 0 ] && cmp -s "$src/long.bin" "$dir/resume/long.bin" &&
+  [ -z "$(find "$dir/resume" -name '*.part')" ] && python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+size, kept = int(sys.argv[2]), int(sys.argv[3])
+assert j["status"] == "ok" and j["bytes"] == size, j
+assert j["bytes_resumed"] == kept and j["bytes_sent"] == size - kept < size, j
+' "$out" $size "$kept"; then
+  echo "ok: resumed, byte-identical: $out"
+else
+  fail "resume: status $rc: $out $(cat "$dir/resume2.err"); $(ls -l "$dir/resume")"
+fi
+
 # SIGTERM stops the server (status 0).
 kill -TERM "$server"
 wait "$server"

@@ -35,4 +35,6 @@ expect "$CP" "rdma_cp: --dir is required" serve
 expect "$CP" "--depth: 0 is out of range [1, 256]" send h f --depth 0
 expect "$CP" "not expected: --bogus" serve --dir /tmp --bogus
 expect "$CP" "port: 99999 is out of range [1, 65535]" send h:99999 f
+expect "$CP" "--disk-threads: 65 is out of range [0, 64]" serve --dir /tmp --disk-threads 65
+expect "$CP" "--resume-max-age: 'soon' is not a number" serve --dir /tmp --resume-max-age soon
 exit $fails

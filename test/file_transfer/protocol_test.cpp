@@ -57,17 +57,33 @@ BOOST_AUTO_TEST_CASE(every_message_round_trips) {
   BOOST_TEST(round_trip(c));
   proto::status s{9, proto::status_code::checksum_mismatch};
   BOOST_TEST(round_trip(s));
+  proto::file_begin r{9, proto::entry_kind::file, 0644, 100, name, proto::flag_resume};
+  BOOST_TEST(round_trip(r));
+  proto::resume_point p{9, 0x12345678u, 65536};
+  BOOST_TEST(round_trip(p));
+  proto::resume_point nothing{9, 0, 0};
+  BOOST_TEST(round_trip(nothing));
+  proto::resume_from f{9, 65536};
+  BOOST_TEST(round_trip(f));
 }
 
 BOOST_AUTO_TEST_CASE(layout_is_fixed_and_in_network_byte_order) {
   auto bytes = encoded(proto::hello{0x01020304u, 0x0506});
   BOOST_TEST(bytes.size() == 16u);
-  const unsigned char expected[16] = {'R', 'D', 'F', 'T', 1, 1, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0};
+  const unsigned char expected[16] = {'R', 'D', 'F', 'T', 2, 1, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0};
   BOOST_TEST(std::memcmp(bytes.data(), expected, 16) == 0);
   BOOST_TEST(encoded(proto::hello_ack{}).size() == 40u);
   BOOST_TEST(encoded(proto::file_end{}).size() == 24u);
   BOOST_TEST(encoded(proto::credit{}).size() == 16u);
   BOOST_TEST(encoded(proto::status{}).size() == 16u);
+  BOOST_TEST(encoded(proto::resume_point{}).size() == 24u);
+  BOOST_TEST(encoded(proto::resume_from{}).size() == 24u);
+  auto resume = encoded(proto::resume_from{1, 0x0102030405060708ull});
+  BOOST_TEST(int(resume[5]) == 10); // type
+  BOOST_TEST(int(resume[16]) == 1); // offset, big-endian
+  BOOST_TEST(int(resume[23]) == 8);
+  auto flagged = encoded(proto::file_begin{1, proto::entry_kind::file, 0600, 5, "abc", 1});
+  BOOST_TEST(int(flagged[13]) == 1); // flags after the kind
   auto begin = encoded(proto::file_begin{1, proto::entry_kind::file, 0600, 5, "abc"});
   BOOST_TEST(begin.size() == 31u);
   BOOST_TEST(int(begin[14]) == 0); // name length, big-endian
@@ -94,7 +110,10 @@ BOOST_AUTO_TEST_CASE(malformed_messages_are_protocol_errors) {
   bad[0] = std::byte{'X'};
   check(bad, "wrong magic");
   bad = good;
-  bad[4] = std::byte{2};
+  bad[4] = std::byte{1};
+  check(bad, "version 1 (no resume) is refused");
+  bad = good;
+  bad[4] = std::byte{3};
   check(bad, "unknown version");
   bad = good;
   bad[5] = std::byte{99};
@@ -119,6 +138,19 @@ BOOST_AUTO_TEST_CASE(malformed_messages_are_protocol_errors) {
   auto dir = encoded(proto::file_begin{1, proto::entry_kind::directory, 0755, 0, "d"});
   dir[27] = std::byte{1};
   check(dir, "directory with a size");
+  bad = begin;
+  bad[13] = std::byte{2};
+  check(bad, "unknown file_begin flag");
+  auto resumable_dir = encoded(proto::file_begin{1, proto::entry_kind::directory, 0755, 0, "d", 1});
+  check(resumable_dir, "resumable directory");
+  auto point = encoded(proto::resume_point{1, 7, 0});
+  check(point, "a CRC-32C for an empty prefix");
+  auto from = encoded(proto::resume_from{1, 5});
+  from[13] = std::byte{1};
+  check(from, "resume_from's reserved field");
+  from = encoded(proto::resume_from{1, 5});
+  from.pop_back();
+  check(from, "resume_from truncated");
 }
 
 BOOST_AUTO_TEST_CASE(encode_refuses_what_it_cannot_represent) {

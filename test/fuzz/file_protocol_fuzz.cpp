@@ -3,7 +3,10 @@
 // it carries. Invariants: a decoded message encodes back to exactly the input
 // bytes; a refused one is errc::protocol_error and monostate; an accepted
 // name's components join back to the name and none can leave the directory;
-// CRC-32C computed in two pieces equals the one-piece value.
+// CRC-32C computed in two pieces equals the one-piece value. Version 2's
+// resume messages: a file_begin carries no flag but flag_resume (and none on
+// a directory), a resume_point for an empty prefix has the CRC of nothing
+// (0), and every message of another version is refused.
 #include "fuzz_check.hpp"
 
 #include <asio_rdma/detail/file_name.hpp>
@@ -57,10 +60,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(std::equal(out.begin(), out.begin() + n, in.begin()));
     // A buffer one byte short is refused, never overrun.
     FUZZ_CHECK(fp::encode(m, std::span(out.data(), n - 1)) == 0);
+    FUZZ_CHECK(size > 4 && std::to_integer<std::uint8_t>(in[4]) == fp::version);
     if (const auto* begin = std::get_if<fp::file_begin>(&m)) {
       FUZZ_CHECK(!begin->name.empty() && begin->name.size() <= fp::max_name_length);
+      FUZZ_CHECK((begin->flags & ~fp::flag_resume) == 0);
+      FUZZ_CHECK(begin->kind == fp::entry_kind::file || begin->flags == 0);
       check_name(begin->name);
     }
+    if (const auto* point = std::get_if<fp::resume_point>(&m))
+      FUZZ_CHECK(point->offset != 0 || point->crc32c == 0);
   }
 
   // Names straight from the input, as a sender's file_begin could carry them.

@@ -27,22 +27,26 @@ write("remote_buffer", "bad_version", remote_buffer(1, 2, 3, version=2))
 MAGIC = 0x52444654
 
 
-def header(t):
-    return struct.pack(">IBBH", MAGIC, 1, t, 0)
+def header(t, version=2):
+    return struct.pack(">IBBH", MAGIC, version, t, 0)
 
 
 write("file_protocol", "hello", header(1) + struct.pack(">IHH", 1 << 20, 8, 0))
 write("file_protocol", "hello_ack",
       header(2) + struct.pack(">IHHQIIQ", 1 << 20, 4, 0, 0x7F0000000000, 0x99, 0, 4 << 20))
-for name, kind, mode, size, text in [("file_begin", 1, 0o644, 1000, "dir/file.txt"),
-                                     ("dir_begin", 2, 0o755, 0, "dir"),
-                                     ("bad_name", 1, 0o644, 1, "../etc/passwd")]:
+for name, kind, flags, mode, size, text in [("file_begin", 1, 0, 0o644, 1000, "dir/file.txt"),
+                                            ("file_begin_resume", 1, 1, 0o644, 1000, "f.bin"),
+                                            ("dir_begin", 2, 0, 0o755, 0, "dir"),
+                                            ("bad_name", 1, 0, 0o644, 1, "../etc/passwd")]:
     raw = text.encode()
     write("file_protocol", name,
-          header(3) + struct.pack(">IBBHIQ", 7, kind, 0, len(raw), mode, size) + raw)
+          header(3) + struct.pack(">IBBHIQ", 7, kind, flags, len(raw), mode, size) + raw)
 write("file_protocol", "file_end", header(4) + struct.pack(">IIQ", 7, 0xE3069283, 1000))
 write("file_protocol", "credit", header(5) + struct.pack(">II", 42, 0))
 write("file_protocol", "status", header(6) + struct.pack(">IHH", 7, 4, 0))
+write("file_protocol", "resume_point", header(9) + struct.pack(">IIQ", 7, 0xE3069283, 65536))
+write("file_protocol", "resume_from", header(10) + struct.pack(">IIQ", 7, 0, 65536))
+write("file_protocol", "version_1_hello", header(1, version=1) + struct.pack(">IHH", 1 << 20, 8, 0))
 write("file_protocol", "bad_magic", struct.pack(">IBBH", 0x12345678, 1, 1, 0) + b"\0" * 8)
 
 params = b"RB" + struct.pack("<BBBBHIII", 1, 1, 1, 1, 16, 4096, 64, 0)

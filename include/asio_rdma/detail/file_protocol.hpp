@@ -1,9 +1,10 @@
-// asio-rdma: the wire format of the file transfer (version 1), as pure
+// asio-rdma: the wire format of the file transfer (version 2), as pure
 // encode/decode functions. See docs/file_transfer.md for the message flow.
 //
 // Every control message is one RC send that starts with an 8-byte header:
 //   magic   u32  0x52444654 ("RDFT")
-//   version u8   1
+//   version u8   2 (1 had no resume: file_begin's flags were reserved, and
+//                   resume_point / resume_from did not exist)
 //   type    u8   message_type
 //   reserved u16 0
 // followed by a fixed layout per type; integers are in network byte order and
@@ -25,7 +26,7 @@
 namespace asio_rdma::detail::file_protocol {
 
 inline constexpr std::uint32_t magic = 0x52444654; // "RDFT"
-inline constexpr std::uint8_t version = 1;
+inline constexpr std::uint8_t version = 2;
 inline constexpr std::size_t header_size = 8;
 /// Longest relative name on the wire (bytes, without terminator).
 inline constexpr std::size_t max_name_length = 4096;
@@ -33,15 +34,20 @@ inline constexpr std::size_t max_name_length = 4096;
 inline constexpr std::size_t max_message_size = 28 + max_name_length;
 
 enum class message_type : std::uint8_t {
-  hello = 1,      ///< sender -> receiver: offered chunk size and depth (16 bytes)
-  hello_ack = 2,  ///< receiver -> sender: negotiated chunk size, slots, slot memory (40 bytes)
-  file_begin = 3, ///< sender -> receiver: a file or directory to create (28 bytes + name)
-  file_end = 4,   ///< sender -> receiver: all data written; size and CRC-32C (24 bytes)
-  credit = 5,     ///< receiver -> sender: the chunk with this sequence is on disk (16 bytes)
-  status = 6,     ///< receiver -> sender: result of a file_begin / file_end (16 bytes)
-  challenge = 7,  ///< receiver -> sender: a nonce to prove the shared secret on (40 bytes)
-  proof = 8,      ///< sender -> receiver: HMAC-SHA256(secret, nonce) (40 bytes)
+  hello = 1,        ///< sender -> receiver: offered chunk size and depth (16 bytes)
+  hello_ack = 2,    ///< receiver -> sender: negotiated chunk size, slots, slot memory (40 bytes)
+  file_begin = 3,   ///< sender -> receiver: a file or directory to create (28 bytes + name)
+  file_end = 4,     ///< sender -> receiver: all data written; size and CRC-32C (24 bytes)
+  credit = 5,       ///< receiver -> sender: the chunk with this sequence is on disk (16 bytes)
+  status = 6,       ///< receiver -> sender: result of a file_begin / file_end (16 bytes)
+  challenge = 7,    ///< receiver -> sender: a nonce to prove the shared secret on (40 bytes)
+  proof = 8,        ///< sender -> receiver: HMAC-SHA256(secret, nonce) (40 bytes)
+  resume_point = 9, ///< receiver -> sender: verified prefix of a resumable file (24 bytes)
+  resume_from = 10, ///< sender -> receiver: the offset the data starts at (24 bytes)
 };
+
+/// file_begin flags.
+inline constexpr std::uint8_t flag_resume = 1; ///< keep an interrupted file; offer its prefix
 
 /// Bytes of a challenge's nonce and of a proof's HMAC-SHA256.
 inline constexpr std::size_t nonce_size = 32;
@@ -84,6 +90,7 @@ struct file_begin {
   std::uint32_t mode = 0; ///< permission bits (07777 at most)
   std::uint64_t size = 0; ///< bytes that follow (0 for directories)
   std::string_view name;  ///< relative, '/'-separated (views the decoded bytes)
+  std::uint8_t flags = 0; ///< flag_resume (files only); other bits must be zero
   friend bool operator==(const file_begin&, const file_begin&) = default;
 };
 
@@ -115,8 +122,27 @@ struct proof {
   friend bool operator==(const proof&, const proof&) = default;
 };
 
+/// The answer to a file_begin with flag_resume (instead of an ok status):
+/// the receiver holds the first `offset` bytes of this file from an earlier,
+/// interrupted transfer, and `crc32c` is their CRC-32C (0 and 0: nothing).
+struct resume_point {
+  std::uint32_t file_id = 0;
+  std::uint32_t crc32c = 0;
+  std::uint64_t offset = 0;
+  friend bool operator==(const resume_point&, const resume_point&) = default;
+};
+
+/// The sender's decision on a resume_point: `offset` is the receiver's
+/// offset (its prefix matches the sender's file) or 0 (start over). Chunk
+/// `seq` then carries the bytes from offset + seq * chunk_size.
+struct resume_from {
+  std::uint32_t file_id = 0;
+  std::uint64_t offset = 0;
+  friend bool operator==(const resume_from&, const resume_from&) = default;
+};
+
 using message = std::variant<std::monostate, hello, hello_ack, file_begin, file_end, credit, status,
-                             challenge, proof>;
+                             challenge, proof, resume_point, resume_from>;
 
 /// Encodes `m` into `out`; returns the number of bytes written, or 0 if `out`
 /// is too small or the message cannot be encoded (a name longer than
