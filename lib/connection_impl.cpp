@@ -135,7 +135,7 @@ void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_pt
   peer_private_data_.assign(data.begin(), data.end());
   if (options_.validate(connection_options::max_accept_private_data))
     return fail_establishment(errc::invalid_option, true);
-  if (auto ec = set_ack_timeout(); ec || (ec = create_resources()))
+  if (auto ec = set_ack_timeout(); ec || (ec = create_resources(id_->verbs)))
     return fail_establishment(ec, true);
   rdma_conn_param param{};
   param.private_data = options_.private_data.data();
@@ -175,14 +175,14 @@ error_code connection_impl::set_rnr_timer() {
   // sleep that long. RTS -> RTS may change it.
   ibv_qp_attr attr{};
   attr.min_rnr_timer = rnr_timer_code(options_.rnr_retry_delay);
-  if (int rc = ::ibv_modify_qp(id_->qp, &attr, IBV_QP_MIN_RNR_TIMER))
+  if (int rc = ::ibv_modify_qp(qp_, &attr, IBV_QP_MIN_RNR_TIMER))
     return from_returned_errno(rc);
   return {};
 }
 
-error_code connection_impl::create_resources() {
+error_code connection_impl::create_resources(ibv_context* context) {
   error_code ec;
-  device_ = get_device(id_->verbs, ec);
+  device_ = get_device(context, ec);
   if (ec)
     return ec;
   const auto send_depth = options_.send_queue_depth;
@@ -196,7 +196,7 @@ error_code connection_impl::create_resources() {
     receives_ = &shared_->ring();
     recv_depth = receives_->depth();
   } else {
-    cq_ = completion_queue::create(ex_, id_->verbs, static_cast<int>(send_depth + recv_depth), ec);
+    cq_ = completion_queue::create(ex_, context, static_cast<int>(send_depth + recv_depth), ec);
     if (ec)
       return ec;
     cq_->set_batch_listener({&connection_impl::after_cq_batch, this});
@@ -224,15 +224,15 @@ error_code connection_impl::create_resources() {
   attr.cap.max_send_sge = options_.max_send_sge;
   attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = options_.max_inline_data;
-  if (::rdma_create_qp(id_.get(), pd(), &attr) != 0) {
+  if ((ec = create_qp(attr))) {
     // Some devices refuse inline data: fall back to copying every send.
     attr.cap.max_inline_data = 0;
-    if (options_.max_inline_data == 0 || ::rdma_create_qp(id_.get(), pd(), &attr) != 0)
-      return from_errno();
+    if (options_.max_inline_data == 0 || (ec = create_qp(attr)))
+      return ec;
   }
   qp_created_ = true;
   if (shared_)
-    shared_->add(id_->qp->qp_num, this);
+    shared_->add(qp_->qp_num, this);
   inline_limit_ = std::min(attr.cap.max_inline_data, options_.max_inline_data);
   max_send_sge_ = attr.cap.max_send_sge;
 
@@ -243,6 +243,15 @@ error_code connection_impl::create_resources() {
   // Receives must be posted before the peer can send: before connect/accept.
   flush();
   return shared_ ? error_code() : cq_->start();
+}
+
+error_code connection_impl::create_qp(ibv_qp_init_attr& attr) {
+  if (out_of_band_)
+    return create_out_of_band_qp(attr); // out_of_band.cpp
+  if (::rdma_create_qp(id_.get(), pd(), &attr) != 0)
+    return from_errno();
+  qp_ = id_->qp;
+  return {};
 }
 
 void connection_impl::on_cm_event(const cm_event& event) {
@@ -260,7 +269,7 @@ void connection_impl::on_cm_event(const cm_event& event) {
   case RDMA_CM_EVENT_ROUTE_RESOLVED: {
     if (state_ != state::resolving)
       break;
-    if (auto ec = create_resources())
+    if (auto ec = create_resources(id_->verbs))
       return fail_establishment(ec, false);
     rdma_conn_param param{};
     param.private_data = options_.private_data.data();
@@ -699,7 +708,7 @@ void connection_impl::flush() {
   flush_scheduled_ = false;
   if (!qp_created_)
     return;
-  ibv_qp* qp = id_->qp;
+  ibv_qp* qp = qp_;
 
   // Receives: one chained post for every buffer freed since the last flush.
   if (receives_->has_released() && !shared_) {
@@ -1021,13 +1030,14 @@ void connection_impl::begin_close(error_code reason) {
   state_ = state::closing;
   keepalive_timer_.cancel();
   sync_interest();
-  if (id_ && qp_created_) {
+  if (qp_created_) {
     // rdma_disconnect moves the queue pair to the error state (flushing all
-    // posted work) and tells the peer; without a connection, do it directly.
-    if (!was_connected || ::rdma_disconnect(id_.get()) != 0) {
+    // posted work) and tells the peer; without a connection, or without
+    // rdma_cm (out of band: nobody to tell), do it directly.
+    if (out_of_band_ || !was_connected || ::rdma_disconnect(id_.get()) != 0) {
       ibv_qp_attr attr{};
       attr.qp_state = IBV_QPS_ERR;
-      ::ibv_modify_qp(id_->qp, &attr, IBV_QP_STATE);
+      ::ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
     }
   }
   // Work that was never posted completes now.
@@ -1069,7 +1079,8 @@ void connection_impl::finish_close() {
     complete(op, failure_ ? failure_ : error_code(asio::error::operation_aborted), 0, true);
   }
   fail_waiting_receives(true);
-  if (!disconnect_requested_ || peer_disconnected_)
+  // Out of band, no CM event follows: the flush was the whole disconnect.
+  if (!disconnect_requested_ || peer_disconnected_ || out_of_band_)
     complete_disconnect({});
   auto keep = std::move(self_); // may destroy *this when the caller returns
 }
@@ -1081,8 +1092,12 @@ void connection_impl::teardown() {
   }
   if (qp_created_) {
     if (shared_)
-      shared_->remove(id_->qp->qp_num);
-    ::rdma_destroy_qp(id_.get());
+      shared_->remove(qp_->qp_num);
+    if (out_of_band_)
+      ::ibv_destroy_qp(qp_);
+    else
+      ::rdma_destroy_qp(id_.get());
+    qp_ = nullptr;
     qp_created_ = false;
   }
 }

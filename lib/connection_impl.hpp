@@ -11,6 +11,7 @@
 
 #include <asio_rdma/connection.hpp>
 #include <asio_rdma/connection_options.hpp>
+#include <asio_rdma/queue_pair_endpoint.hpp>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -48,6 +49,13 @@ public:
 
   void on_cm_event(const cm_event& event) override;
 
+  // Out of band (no rdma_cm; out_of_band.cpp): a queue pair on `context`'s
+  // port, moved to INIT with its receives posted, then connected to a peer's
+  // endpoint by connect_out_of_band (RTR, RTS).
+  error_code prepare_out_of_band(std::shared_ptr<void> device_list, ibv_context* context,
+                                 std::uint8_t port, int gid_index, queue_pair_endpoint& local);
+  error_code connect_out_of_band(const queue_pair_endpoint& remote);
+
   /// A receive completed into slot `index` of this connection's receive ring
   /// (its own, or the shared receive queue's).
   void handle_receive(std::uint32_t index, const ibv_wc& wc);
@@ -63,7 +71,7 @@ public:
   const connection_statistics& statistics() const noexcept { return statistics_; }
   std::span<const std::byte> peer_private_data() const { return peer_private_data_; }
   rdma_cm_id* id() const { return id_.get(); }
-  ibv_qp* qp() const { return id_ ? id_->qp : nullptr; }
+  ibv_qp* qp() const { return qp_; }
   ibv_pd* pd() const { return device_ ? device_->pd.get() : nullptr; }
   /// Keeps the device's protection domain alive (for memory regions).
   std::shared_ptr<void> device_handle() const { return device_; }
@@ -84,7 +92,9 @@ private:
   };
 
   void resolve_address(const boost::asio::ip::tcp::endpoint& destination);
-  error_code create_resources();
+  error_code create_resources(ibv_context* context);
+  error_code create_qp(ibv_qp_init_attr& attr);
+  error_code create_out_of_band_qp(ibv_qp_init_attr& attr);
   void finish_establishment(const cm_event& event);
   void fail_establishment(error_code ec, bool defer);
   void start_timer(bool for_disconnect);
@@ -136,6 +146,7 @@ private:
   state state_ = state::idle;
 
   // Members in creation order: destroyed in reverse.
+  std::shared_ptr<void> device_list_; // out of band: rdma_get_devices' list, kept
   std::shared_ptr<cm_channel> channel_;
   cm_id_ptr id_;
   std::shared_ptr<device> device_;
@@ -146,6 +157,15 @@ private:
   registered_block send_block_;
   registered_block atomic_block_; // one 8-byte result per send slot
   bool qp_created_ = false;
+  ibv_qp* qp_ = nullptr; // id_->qp, or out of band our own
+
+  // Out of band: no rdma_cm id; the port and GID the queue pair uses.
+  bool out_of_band_ = false;
+  std::uint8_t port_num_ = 0;
+  int gid_index_ = 0;
+  std::uint8_t link_layer_ = 0;
+  std::uint32_t path_mtu_code_ = 0; // ibv_mtu of our port
+  std::uint32_t psn_ = 0;
 
   struct arrived_message {
     std::uint32_t slot;

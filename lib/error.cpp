@@ -33,6 +33,9 @@ public:
     case errc::no_space: return "no space on receiver";
     case errc::authentication_failed: return "authentication failed";
     case errc::too_many_requests: return "too many connections or files in flight from this peer";
+    case errc::bad_endpoint: return "malformed queue pair endpoint";
+    case errc::endpoint_mismatch:
+      return "queue pair endpoint does not match this queue pair (another link layer)";
     }
     return "unknown asio_rdma error " + std::to_string(value);
   }

@@ -83,6 +83,8 @@ awaitable<asio_rdma::error_code> issue(peer& p, operation op, std::size_t size,
     auto [ec, old] = co_await p.conn.async_compare_swap(remote, 0, 0, tuple_awaitable);
     co_return ec;
   }
+  case operation::ud_send: // datagrams.cpp
+    break;
   }
   co_return asio_rdma::error_code(asio::error::operation_not_supported);
 }

@@ -4,6 +4,7 @@
 //   rdma_bench client HOST [--op OP] [--mode bw|lat] [--sizes ...] [...]
 //
 // See docs/rdma_bench.md.
+#include "datagrams.hpp"
 #include "framework.hpp"
 #include "options.hpp"
 #include "raw_verbs.hpp"
@@ -52,11 +53,25 @@ int main(int argc, char** argv) {
     }
     signals.cancel();
   };
-  if (s.role == "server")
+  if (s.role == "server") {
     asio::co_spawn(io, rdma_bench::framework::serve(s),
                    [&](std::exception_ptr e) { finish(e, 0); });
-  else
+    // Datagram tests (ud_send) on the same port number; the connection
+    // server runs on without them (e.g. --bind 0.0.0.0 names no device).
+    asio::co_spawn(io, rdma_bench::datagrams::serve(s), [](std::exception_ptr e) {
+      if (!e)
+        return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        std::cerr << "rdma_bench: no datagram server (ud_send): " << x.what() << std::endl;
+      }
+    });
+  } else if (s.op == rdma_bench::operation::ud_send) {
+    asio::co_spawn(io, rdma_bench::datagrams::run_client(s), finish);
+  } else {
     asio::co_spawn(io, rdma_bench::framework::run_client(s), finish);
+  }
   io.run();
   return status;
 }

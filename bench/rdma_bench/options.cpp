@@ -26,6 +26,8 @@ std::string_view name(operation op) {
     return "fetch_add";
   case operation::compare_swap:
     return "compare_swap";
+  case operation::ud_send:
+    return "ud_send";
   }
   return "?";
 }
@@ -50,7 +52,7 @@ namespace {
 
 operation parse_operation(std::string_view text) {
   for (auto op : {operation::send, operation::write, operation::write_imm, operation::read,
-                  operation::fetch_add, operation::compare_swap})
+                  operation::fetch_add, operation::compare_swap, operation::ud_send})
     if (text == name(op))
       return op;
   throw usage_error("--op: unknown operation '" + std::string(text) + "'");
@@ -108,7 +110,8 @@ void describe(CLI::App& app, settings& s) {
   client
       ->add_option_function<std::string>(
           "--op", [&s](const std::string& v) { s.op = parse_operation(v); },
-          "send|write|write_imm|read|fetch_add|compare_swap (default send)")
+          "send|write|write_imm|read|fetch_add|compare_swap|ud_send (default send; ud_send: "
+          "datagrams, at most the path MTU each)")
       ->type_name("OP");
   client
       ->add_option_function<std::string>(
@@ -218,6 +221,10 @@ std::string check(const settings& s) {
     return "--raw-verbs runs one connection";
   if (s.raw_verbs && s.completion == completion_mode::adaptive)
     return "--raw-verbs supports --completion busy or event";
+  if (s.op == operation::ud_send && s.raw_verbs)
+    return "--raw-verbs does not run ud_send (datagrams run on asio_rdma only)";
+  if (s.op == operation::ud_send && s.connections != 1)
+    return "ud_send runs one datagram socket: drop --connections";
   if (s.mode == test_mode::latency && s.connections != 1)
     return "latency runs one connection";
   return {};

@@ -20,6 +20,8 @@ enum class operation : std::uint8_t {
   read = 4,
   fetch_add = 5,
   compare_swap = 6,
+  /// Unreliable datagrams (datagram_socket); not on the wire of RC tests.
+  ud_send = 7,
 };
 
 /// bandwidth: as many operations in flight as the depth allows, measures

@@ -46,6 +46,8 @@ ibv_wr_opcode opcode(operation op) {
     return IBV_WR_ATOMIC_FETCH_AND_ADD;
   case operation::compare_swap:
     return IBV_WR_ATOMIC_CMP_AND_SWP;
+  case operation::ud_send: // refused by check(): no raw-verbs datagrams
+    break;
   }
   return IBV_WR_SEND;
 }

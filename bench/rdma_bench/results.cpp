@@ -78,6 +78,10 @@ void write_json(const std::string& path, const settings& s, const std::string& d
                         {"seconds", r.seconds},
                         {"gbps", r.gbps()},
                         {"mmsg_per_s", r.mmsgs()}};
+    if (s.op == operation::ud_send) {
+      row["datagrams_sent"] = r.datagrams_sent;
+      row["datagrams_delivered"] = r.datagrams_delivered;
+    }
     if (s.mode == test_mode::latency) {
       row["lat_min_us"] = r.quantile(0);
       row["lat_p50_us"] = r.quantile(0.5);

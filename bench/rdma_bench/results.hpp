@@ -16,6 +16,10 @@ struct result {
   double seconds = 0;
   /// Latency mode: one-way latencies (half a round trip) in microseconds.
   std::vector<double> latencies_us;
+  /// ud_send: datagrams sent over the whole run (warm-up included), and how
+  /// many of them the server received (UD may drop some).
+  std::uint64_t datagrams_sent = 0;
+  std::uint64_t datagrams_delivered = 0;
 
   double gbps() const { return seconds > 0 ? iterations * double(size) * 8 / seconds / 1e9 : 0; }
   double mmsgs() const { return seconds > 0 ? iterations / seconds / 1e6 : 0; }

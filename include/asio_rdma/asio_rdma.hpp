@@ -14,5 +14,7 @@
 #include <asio_rdma/error.hpp>
 #include <asio_rdma/file_transfer.hpp>
 #include <asio_rdma/memory_region.hpp>
+#include <asio_rdma/prepared_queue_pair.hpp>
+#include <asio_rdma/queue_pair_endpoint.hpp>
 #include <asio_rdma/remote_buffer.hpp>
 #include <asio_rdma/shared_queues.hpp>

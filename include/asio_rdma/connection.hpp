@@ -45,7 +45,9 @@ struct received_message {
 };
 
 /// One RC connection, established by async_connect() or accepted by an
-/// acceptor / connection_request. Move-only; destroying it closes it.
+/// acceptor / connection_request (both over rdma_cm), or connected out of band
+/// by prepared_queue_pair::connect() (no rdma_cm: see prepared_queue_pair.hpp
+/// for what differs). Move-only; destroying it closes it.
 ///
 /// Operations and threads: the connection belongs to the io_context of its
 /// executor; call its functions from that io_context's thread (or a strand).
@@ -87,7 +89,8 @@ public:
   /// True until close(), a disconnect or a fatal error.
   bool is_open() const noexcept;
 
-  /// The addresses of the two ends (port: the rdma_cm port).
+  /// The addresses of the two ends (port: the rdma_cm port). Unspecified for
+  /// an out-of-band connection (no rdma_cm addresses).
   boost::asio::ip::tcp::endpoint local_endpoint() const;
   /// The peer's address and port.
   boost::asio::ip::tcp::endpoint remote_endpoint() const;
@@ -255,7 +258,10 @@ public:
   /// disconnect. Resources are released when the last operation completed.
   void close() noexcept;
 
-  /// The underlying verbs objects, for what the library does not wrap.
+  /// The underlying verbs objects, for what the library does not wrap. The
+  /// library owns them: do not post to the queue pair, change its state or
+  /// destroy any of them. The rdma_cm id is null for an out-of-band
+  /// connection (prepared_queue_pair).
   rdma_cm_id* native_handle() const noexcept;
   /// The queue pair (owned by the connection).
   ibv_qp* native_queue_pair() const noexcept;

@@ -76,6 +76,13 @@ enum class errc {
   /// The receiver refused the connection or file: too many connections from
   /// the sender's address, or too many files in flight.
   too_many_requests,
+  /// A queue_pair_endpoint is malformed: not 40 bytes, another magic or
+  /// version, or a field out of range (QP number or PSN beyond 24 bits, QP
+  /// number 0, an unknown MTU, no GID on RoCE, no LID on InfiniBand).
+  bad_endpoint,
+  /// A well-formed queue_pair_endpoint that this queue pair cannot connect
+  /// to (the other end's port has another link layer).
+  endpoint_mismatch,
 };
 
 /// The category of asio_rdma::errc ("asio_rdma").

@@ -43,6 +43,8 @@ expect "fetch_add works on 8 bytes" client h --op fetch_add --size 64
 expect "--bidirectional applies to send bandwidth only" client h --op write --bidirectional
 expect "--completion: 'spin' is not event, busy or adaptive" client h --completion spin
 expect "not expected: 8 --size" server --size 8
+expect "--raw-verbs does not run ud_send" client h --raw-verbs --op ud_send --size 64
+expect "ud_send runs one datagram socket" client h --op ud_send --connections 2
 help "Usage: rdma_bench [OPTIONS] SUBCOMMAND" --help
 help "Usage: rdma_bench client [OPTIONS] HOST" client --help
 help "Usage: rdma_bench server [OPTIONS]" server --help

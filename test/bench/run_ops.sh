@@ -59,6 +59,37 @@ for args in "--sizes 64,4096 --connections 2" "--bidirectional --size 1024"; do
     fails=$((fails + 1))
   fi
 done
+# Datagrams (ud_send, framework server only): bandwidth and latency, the
+# server's count of arrivals in the JSON, and a size beyond the path MTU
+# refused with a clear message.
+for _ in $(seq 100); do
+  grep -q 'datagrams (ud_send)' "$dir/server-7480.log" && break
+  sleep 0.1
+done
+for mode in bw lat; do
+  json=$dir/ud-$mode.json
+  if out=$(timeout 120 "$B" client "$A" --port 7480 --op ud_send --mode $mode --size 1024 \
+    --depth 16 --duration 0.3 --warmup 0.1 --json "$json" 2>&1) &&
+    grep -q '"iterations": [1-9]' "$json" && grep -q '"datagrams_delivered": [1-9]' "$json"; then
+    echo "ok: ud_send $mode: $(echo "$out" | tail -1)"
+  else
+    echo "FAIL: ud_send $mode:"
+    echo "$out"
+    cat "$dir/server-7480.log"
+    fails=$((fails + 1))
+  fi
+done
+if out=$(timeout 60 "$B" client "$A" --port 7480 --op ud_send --size 65536 --duration 0.3 2>&1); then
+  echo "FAIL: ud_send of 64 KiB (beyond the path MTU) succeeded:"
+  echo "$out"
+  fails=$((fails + 1))
+elif grep -q 'larger than a datagram may be here: at most [0-9]* bytes (the path MTU' <<<"$out"; then
+  echo "ok: ud_send beyond the MTU refused: $out"
+else
+  echo "FAIL: ud_send beyond the MTU: unclear error:"
+  echo "$out"
+  fails=$((fails + 1))
+fi
 # The library's completion modes other than event (docs/rdma_bench.md).
 for mode in busy adaptive; do
   if out=$(timeout 120 "$B" client "$A" --port 7480 --completion $mode --size 64 --depth 8 \

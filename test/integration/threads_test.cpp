@@ -1,15 +1,20 @@
 // The two ways to run the library on several threads (docs/threading.md):
 // one io_context run by four threads with every connection on its own strand,
 // and one io_context per thread. Many connections send and receive at once;
-// every byte is checked. The sanitizer stage runs this under ThreadSanitizer.
-// Boost.Test's assertions are not thread safe: worker threads only count,
-// the test's own thread checks.
+// every byte is checked. A third case shares memory regions (and the device's
+// protection domain) between threads that each run their own io_context.
+// The sanitizer stage runs this under ThreadSanitizer. Boost.Test's
+// assertions are not thread safe: worker threads only count, the test's own
+// thread checks.
 #define BOOST_TEST_MODULE integration_threads
 #include "rdma_test.hpp"
 
 #include <boost/asio/strand.hpp>
 
+#include <array>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -235,4 +240,126 @@ BOOST_AUTO_TEST_CASE(one_io_context_per_thread_each_with_its_own_acceptor_and_co
   BOOST_TEST(t.echoed.load() == threads * connections * total);
   BOOST_TEST(t.wrong.load() == 0u);
   BOOST_TEST(t.threads.size() == std::size_t(threads));
+}
+
+namespace {
+
+/// One client thread of the shared-region test: its own io_context and
+/// connection; RDMA writes from its slice of the shared `source` region to its
+/// slice of the server's `target`, a fetch-add on the one counter all threads
+/// share, and a read back into a region it registers itself (on the same
+/// protection domain, from its own thread).
+void region_client(int i, std::uint16_t port, const ar::memory_region& source, int rounds,
+                   tally& t) {
+  try {
+    asio::io_context io(1);
+    // Allowed from any thread (docs/threading.md): a device query.
+    if (ar::list_devices().empty())
+      t.error("list_devices found no device");
+    asio::co_spawn(
+        io,
+        [&]() -> awaitable<void> {
+          auto ex = co_await asio::this_coro::executor;
+          ar::connection_options o;
+          auto conn =
+              co_await ar::async_connect(ex, ar::test::device_address(), port, o, use_awaitable);
+          auto remote =
+              co_await conn.async_receive_remote_buffer(std::chrono::seconds(60), use_awaitable);
+          ar::memory_region back(conn, 4096, ar::access::local_write);
+          const auto slice = static_cast<std::size_t>(i) * 4096;
+          for (int r = 0; r < rounds; ++r) {
+            co_await conn.async_write(source.slice(slice, 4096), remote.slice(slice, 4096),
+                                      use_awaitable);
+            co_await conn.async_fetch_add(remote.slice(4 * 4096, 8), 1, use_awaitable);
+            co_await conn.async_read(back.slice(), remote.slice(slice, 4096), use_awaitable);
+            if (std::equal(back.data().begin(), back.data().end(), source.data().begin() + slice))
+              ++t.echoed;
+            else
+              ++t.wrong;
+          }
+          co_await conn.async_send(asio::buffer("done", 4), use_awaitable);
+          co_await conn.async_disconnect(use_awaitable);
+        },
+        count_errors(t));
+    io.run_for(std::chrono::seconds(300));
+  } catch (const std::exception& e) {
+    t.error(std::string("client thread: ") + e.what());
+  }
+  ++t.clients_done;
+}
+
+} // namespace
+
+// The promise of docs/threading.md for what is shared across threads: the
+// device (its protection domain, from the device cache) and memory_region
+// objects. Two regions registered once on the main thread serve four client
+// threads and a server thread, each with its own io_context and connections.
+BOOST_AUTO_TEST_CASE(memory_regions_shared_by_threads_each_with_its_own_io_context) {
+  constexpr int clients = 4;
+  constexpr int rounds = 50;
+  ar::test::device_address();
+  tally t;
+  // The regions are registered on the device's protection domain, taken from
+  // a queue pair that only serves to open the device (it outlives them).
+  asio::io_context main_io(1);
+  ar::queue_pair_location where;
+  if (const char* dev = std::getenv("ASIO_RDMA_DEVICE"))
+    where.device = dev;
+  ar::prepared_queue_pair anchor(main_io.get_executor(), where);
+  ar::error_code ec;
+  ar::memory_region target(anchor.native_protection_domain(), clients * 4096 + 8, ar::access::all,
+                           ec);
+  BOOST_REQUIRE_MESSAGE(!ec, ec.message());
+  ar::memory_region source(anchor.native_protection_domain(), clients * 4096,
+                           ar::access::local_write, ec);
+  BOOST_REQUIRE_MESSAGE(!ec, ec.message());
+  for (std::size_t k = 0; k < source.size(); ++k)
+    source.data()[k] = pattern(k / 4096 + 1, k);
+
+  // The server thread: advertises `target` to each client, then waits for its
+  // word and its disconnect.
+  asio::io_context server_io(1);
+  ar::acceptor acceptor(server_io.get_executor(), ar::test::device_address(), 0);
+  const auto port = acceptor.local_endpoint().port();
+  asio::co_spawn(
+      server_io,
+      [&]() -> awaitable<void> {
+        for (int c = 0; c < clients; ++c) {
+          auto conn = co_await acceptor.async_accept(use_awaitable);
+          asio::co_spawn(
+              server_io,
+              [&t, &target, conn = std::move(conn)]() mutable -> awaitable<void> {
+                co_await conn.async_send_remote_buffer(target.remote(), use_awaitable);
+                std::array<char, 8> word{};
+                auto [e1, n] =
+                    co_await conn.async_receive(asio::buffer(word), asio::as_tuple(use_awaitable));
+                if (e1 || std::string(word.data(), n) != "done")
+                  t.error("server: no 'done': " + e1.message());
+                auto [e2, m] =
+                    co_await conn.async_receive(asio::buffer(word), asio::as_tuple(use_awaitable));
+                if (e2 != asio::error::eof)
+                  t.error("server: wanted eof, got " + e2.message());
+              },
+              count_errors(t));
+        }
+        acceptor.close();
+      },
+      count_errors(t));
+  std::thread server([&] { server_io.run_for(std::chrono::seconds(300)); });
+  std::vector<std::thread> pool;
+  for (int i = 0; i < clients; ++i)
+    pool.emplace_back([&, i] { region_client(i, port, source, rounds, t); });
+  for (auto& th : pool)
+    th.join();
+  server.join();
+
+  for (const auto& e : t.errors)
+    BOOST_ERROR(e);
+  BOOST_TEST(t.clients_done.load() == clients);
+  BOOST_TEST(t.echoed.load() == std::uint64_t(clients * rounds));
+  BOOST_TEST(t.wrong.load() == 0u);
+  std::uint64_t counter = 0;
+  std::memcpy(&counter, target.data().data() + clients * 4096, 8);
+  BOOST_TEST(counter == std::uint64_t(clients * rounds)); // no fetch-add lost
+  BOOST_TEST(std::equal(source.data().begin(), source.data().end(), target.data().begin()));
 }
