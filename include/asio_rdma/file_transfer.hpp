@@ -4,7 +4,7 @@
 // Data goes by RDMA write with immediate into slots of registered memory that
 // the receiver advertises; the chunk size is negotiated to the smaller of the
 // two sides' buffer sizes; every file is checked with CRC-32C and written to
-// a temporary NAME.XXXXXX.part until complete (NAME.<key>.resume.part for a
+// a temporary NAME.XXXXXX.part until complete (NAME.KEY.resume.part for a
 // resumable transfer, kept when the connection is lost so that a later
 // transfer continues from it). Wire format (version 2):
 // detail/file_protocol.hpp and docs/file_transfer.md.
@@ -76,7 +76,7 @@ struct file_transfer_options {
   std::chrono::milliseconds progress_interval = std::chrono::milliseconds(200);
   /// Sending side: make files resumable. The receiver then keeps what it
   /// has of a file whose transfer is interrupted (lost connection, killed
-  /// sender, timeout) as NAME.<key>.resume.part, the key derived from the
+  /// sender, timeout) as NAME.KEY.resume.part, the key derived from the
   /// name, the size and the sender's address; and a later resumable transfer
   /// of the same file (same name and size, from the same address) continues
   /// from it: the receiver reports the length it holds and the CRC-32C of
@@ -281,7 +281,7 @@ struct file_receiver_options {
   /// errc::too_many_requests, before anything is written. 0: no limit.
   std::size_t max_files_in_flight_per_peer = 8;
   /// How long the unfinished file of an interrupted resumable transfer
-  /// (NAME.<key>.resume.part) is kept for a sender to resume it. Older ones
+  /// (NAME.KEY.resume.part) is kept for a sender to resume it. Older ones
   /// are removed when the receiver starts (below its directory) and are not
   /// resumed (the file starts over). Zero: nothing is kept; resumable
   /// transfers are discarded when interrupted, like the others.
