@@ -5,6 +5,7 @@
 
 #include "measurement.hpp"
 #include "results.hpp"
+#include "sweep.hpp"
 #include "wire.hpp"
 
 #include <asio_rdma/asio_rdma.hpp>
@@ -238,21 +239,7 @@ awaitable<result> run_size(const settings& s, std::size_t size, std::string& dev
 } // namespace
 
 awaitable<int> run_client(const settings& s) {
-  std::vector<result> results;
-  std::string device;
-  bool header = false;
-  for (auto size : s.sizes) {
-    auto r = co_await run_size(s, size, device);
-    if (!header) {
-      print_header(s, device);
-      header = true;
-    }
-    print_row(s, r);
-    results.push_back(std::move(r));
-  }
-  if (!s.json_path.empty())
-    write_json(s.json_path, s, device, results);
-  co_return 0;
+  return run_sweep(s, run_size);
 }
 
 } // namespace rdma_bench::framework
