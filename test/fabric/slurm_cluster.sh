@@ -10,6 +10,18 @@
 #
 # No munge: auth/none and cred/none (both in slurm-wlm 22.05), fine for a
 # cluster that lives inside one test. Every daemon runs as root.
+#
+# slurmd (22.05) will not start without a cgroup hierarchy, even with
+# proctrack/linuxproc and task/none, and the test VM mounts none; its cgroup
+# v2 plugin also wants systemd. So the test runs in a mount namespace of its
+# own with a cgroup v1 freezer hierarchy on /sys/fs/cgroup (the machine's
+# mounts are left alone).
+if [[ -z ${SLURM_TEST_MNT:-} ]]; then
+  exec env SLURM_TEST_MNT=1 unshare --mount --propagation private "$0" "$@"
+fi
+mount -t tmpfs slurm-test /sys/fs/cgroup
+mkdir -p /sys/fs/cgroup/freezer
+mount -t cgroup -o freezer slurm-test /sys/fs/cgroup/freezer
 slurm_pids=()
 
 slurm_start() {
@@ -55,6 +67,7 @@ slurm_start() {
     local IFS=,
     echo "PartitionName=fabric Nodes=${nodes[*]} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE"
   } >"$dir/slurm.conf"
+  echo "CgroupPlugin=cgroup/v1" >"$dir/cgroup.conf"
 
   local mine
   mine=" $(hostname -I 2>/dev/null) 127.0.0.1 "
@@ -76,8 +89,11 @@ slurm_start() {
 }
 
 slurm_wait_nodes() { # count [seconds]
-  local want=$1 limit=${2:-60} i idle
+  local want=$1 limit=${2:-60} i idle pid
   for ((i = 0; i < limit * 2; i++)); do
+    for pid in "${slurm_pids[@]}"; do
+      kill -0 "$pid" 2>/dev/null || { echo "slurm: a daemon exited" >&2; break 2; }
+    done
     idle=$(sinfo -h -N -t idle -o %N 2>/dev/null | wc -l)
     [[ $idle -ge $want ]] && return 0
     sleep 0.5
