@@ -90,7 +90,11 @@ public:
       for (int step = 0; step < 3; ++step) {
         if (step == 1 && s_.bidirectional)
           continue;
-        mpi_.barrier(io_, "round " + std::to_string(r) + " step " + std::to_string(step));
+        mpi_.barrier(io_, "round " + std::to_string(r + 1) + " step " + std::to_string(step + 1));
+        if (mpi_.rank() == 0)
+          progress("round " + std::to_string(r + 1) + " of " + std::to_string(rounds.size()) +
+                       (step == 2 ? ": latency" : ": bandwidth"),
+                   rounds[r], step == 1);
         for (auto [a, b] : rounds[r]) {
           test_item t{step == 2 ? kind::latency : kind::bandwidth, step == 1 ? b : a,
                       step == 1 ? a : b};
@@ -117,7 +121,11 @@ public:
       std::vector<record> again(retests.size());
       // One pair at a time: alone in the whole fabric.
       for (std::size_t i = 0; i < retests.size(); ++i) {
-        mpi_.barrier(io_, "retest " + std::to_string(i));
+        mpi_.barrier(io_, "retest " + std::to_string(i + 1));
+        if (mpi_.rank() == 0)
+          progress("retest " + std::to_string(i + 1) + " of " + std::to_string(retests.size()) +
+                       (retests[i].what == kind::latency ? ": latency" : ": bandwidth"),
+                   {{retests[i].from, retests[i].to}}, false);
         if (retests[i].from == mpi_.rank())
           again[i] = measure(retests[i], -1);
       }
@@ -136,6 +144,14 @@ public:
   }
 
 private:
+  /// Rank 0's progress line on stderr, e.g. "round 2 of 3: bandwidth 0->2 3->1".
+  static void progress(const std::string& what, const pair_round& pairs, bool reversed) {
+    std::cerr << "rdma_fabric: " << what;
+    for (auto [a, b] : pairs)
+      std::cerr << " " << (reversed ? b : a) << "->" << (reversed ? a : b);
+    std::cerr << std::endl;
+  }
+
   record measure(const test_item& t, int round) {
     record x;
     x.what = t.what;

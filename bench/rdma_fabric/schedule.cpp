@@ -4,8 +4,8 @@
 
 namespace rdma_fabric {
 
-std::vector<round> tournament(int ranks) {
-  std::vector<round> rounds;
+std::vector<pair_round> tournament(int ranks) {
+  std::vector<pair_round> rounds;
   if (ranks < 2)
     return rounds;
   // An odd count gets a phantom rank; whoever meets it sits the round out.
@@ -14,7 +14,7 @@ std::vector<round> tournament(int ranks) {
   for (int i = 0; i < seats; ++i)
     circle[i] = i;
   for (int r = 0; r < seats - 1; ++r) {
-    round pairs;
+    pair_round pairs;
     for (int i = 0; i < seats / 2; ++i) {
       int a = circle[i], b = circle[seats - 1 - i];
       if (a >= ranks || b >= ranks)

@@ -10,11 +10,11 @@
 namespace rdma_fabric {
 
 /// One round: disjoint pairs (a, b) with a < b.
-using round = std::vector<std::pair<int, int>>;
+using pair_round = std::vector<std::pair<int, int>>;
 
 /// The rounds for `ranks` ranks (>= 2): ranks - 1 rounds of ranks / 2 pairs
 /// when `ranks` is even; `ranks` rounds with one rank sitting out each when
 /// it is odd. Empty for fewer than 2 ranks.
-std::vector<round> tournament(int ranks);
+std::vector<pair_round> tournament(int ranks);
 
 } // namespace rdma_fabric
