@@ -135,11 +135,18 @@ public:
           all.push_back(x);
     }
 
+    // The verdict goes out before rank 0 writes its files: drawing the
+    // heatmap may take longer than the others should wait.
     std::vector<std::int32_t> status{0};
-    if (mpi_.rank() == 0)
-      status[0] = report(all);
+    fabric_report r{s_, {}, all, {}};
+    if (mpi_.rank() == 0) {
+      r.flags = judge(all, s_.limits);
+      status[0] = r.flags.empty() ? 0 : 1;
+    }
     mpi_.broadcast(status, io_, "the verdict");
     acceptor_->close();
+    if (mpi_.rank() == 0 && !report(r))
+      return 3;
     return status[0];
   }
 
@@ -229,26 +236,23 @@ private:
     return x;
   }
 
-  /// Rank 0: the table, JSON and heatmap; returns the exit status.
-  int report(const std::vector<record>& all) {
-    fabric_report r{s_, {}, all, judge(all, s_.limits)};
+  /// Rank 0: the table, JSON and heatmap; false when a file could not be
+  /// written.
+  bool report(fabric_report& r) {
     for (const auto& p : peers_)
       r.ranks.push_back({p.host, p.address, p.port, p.device});
     print_table(std::cout, r);
     std::cout.flush();
-    int status = r.flags.empty() ? 0 : 1;
     try {
       if (!s_.json_path.empty()) {
         write_json(s_.json_path, r);
         std::cout << "rdma_fabric: wrote " << s_.json_path << std::endl;
       }
-      if (!s_.heatmap_path.empty() && !draw_heatmap())
-        status = 3;
+      return s_.heatmap_path.empty() || draw_heatmap();
     } catch (const std::exception& e) {
       std::cerr << "rdma_fabric: " << e.what() << std::endl;
-      status = 3;
+      return false;
     }
-    return status;
   }
 
   /// Runs fabric_heatmap (next to this program) on the JSON file.

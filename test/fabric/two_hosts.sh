@@ -67,7 +67,11 @@ wait_for_line() { # file pattern seconds
 }
 
 date; echo "=== 1. link cut while round 1 measures"
+# A crossing pair runs at a third of a pair inside one guest (rxe loops
+# those back) and its latency is 30-50 times higher: thresholds that flag
+# neither, only what the cut does to a pair (under a tenth of the others).
 launch "$out/cut" --duration 1 --warmup 0.2 --timeout 30 \
+  --bandwidth-fraction 0.15 --latency-multiple 200 \
   --json "$out/cut/fabric.json" --heatmap "$out/cut/fabric.png"
 wait_for_line "$out/cut/stderr" "round 1 of 3: bandwidth" 60
 sleep 0.5
@@ -82,14 +86,20 @@ cat "$out/cut/stderr" "$out/cut/table.txt"
 echo "exit status $status"
 [[ $status -eq 1 ]] || { echo "FAIL: expected exit status 1 (flagged), got $status"; exit 1; }
 check "$out/cut" 4 --expect-flagged bandwidth --hosts 2
-grep -E 'FLAGGED bandwidth (0|1) -> (2|3)|FLAGGED bandwidth (2|3) -> (0|1)' "$out/cut/table.txt"
+# Round 1 measures 0->3 and 1->2 (bandwidth) while the cable is out.
+grep -E 'FLAGGED bandwidth (0 -> 3|1 -> 2)' "$out/cut/table.txt"
+# ... and not everything is flagged: the pairs inside one host pass.
+if grep -E 'FLAGGED bandwidth (0 -> 1|1 -> 0|2 -> 3|3 -> 2)' "$out/cut/table.txt"; then
+  echo "FAIL: a pair inside one host was flagged"
+  exit 1
+fi
 if [[ -n ${FABRIC_TEST_KEEP:-} ]]; then
   mkdir -p "$FABRIC_TEST_KEEP"
   cp "$out/cut/"* "$FABRIC_TEST_KEEP/"
 fi
 
 date; echo "=== 2. host B dies while round 1 measures"
-launch "$out/kill" --duration 1 --warmup 0.2 --timeout 15 --json "$out/kill/fabric.json"
+launch "$out/kill" --quick --timeout 15 --json "$out/kill/fabric.json"
 wait_for_line "$out/kill/stderr" "round 1 of 3: bandwidth" 60
 sleep 0.5
 start=$SECONDS
