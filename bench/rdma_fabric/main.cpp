@@ -145,9 +145,12 @@ public:
     }
     mpi_.broadcast(status, io_, "the verdict");
     acceptor_->close();
-    if (mpi_.rank() == 0 && !report(r))
-      return 3;
-    return status[0];
+    // Rank 0 alone exits with the verdict: a launcher may end the job as soon
+    // as any rank exits non-zero (srun --kill-on-bad-exit), before rank 0 wrote
+    // its files; mpirun and srun exit with rank 0's status.
+    if (mpi_.rank() != 0)
+      return 0;
+    return report(r) ? status[0] : 3;
   }
 
 private:
