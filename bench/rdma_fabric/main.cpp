@@ -155,8 +155,11 @@ public:
 
 private:
   /// Rank 0's progress line on stderr, e.g. "round 2 of 3: bandwidth 0->2 3->1".
-  static void progress(const std::string& what, const pair_round& pairs, bool reversed) {
-    std::cerr << "rdma_fabric: " << what;
+  void progress(const std::string& what, const pair_round& pairs, bool reversed) const {
+    char elapsed[32];
+    std::snprintf(elapsed, sizeof elapsed, "%.1f s: ",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    std::cerr << "rdma_fabric: " << elapsed << what;
     for (auto [a, b] : pairs)
       std::cerr << " " << (reversed ? b : a) << "->" << (reversed ? a : b);
     std::cerr << std::endl;
@@ -284,6 +287,7 @@ private:
 
   bootstrap& mpi_;
   fabric_settings s_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   asio::io_context io_{1};
   std::optional<asio_rdma::acceptor> acceptor_;
   std::vector<rank_wire> peers_;

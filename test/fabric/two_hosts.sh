@@ -89,24 +89,31 @@ wait_for_line "$out/cut/stderr" "round 1 of 3: bandwidth" 60
 # Cut once data flows (the pairs are connected and measuring): a cut during
 # the connection handshake would only delay it.
 wait_for_packets 300 30
+echo "$(date +%T.%N) link off, $(sent_packets) packets sent"
 host_do link A off
 sleep 5
 host_do link A on
+echo "$(date +%T.%N) link on, $(sent_packets) packets sent"
 set +e
 wait "$pid"
 status=$?
 set -e
 cat "$out/cut/stderr" "$out/cut/table.txt"
 echo "exit status $status"
-[[ $status -eq 1 ]] || { echo "FAIL: expected exit status 1 (flagged), got $status"; exit 1; }
-check "$out/cut" 4 --expect-flagged bandwidth --hosts 2
-# Round 1 measures 0->3 and 1->2 (bandwidth) while the cable is out.
-grep -E 'FLAGGED bandwidth (0 -> 3|1 -> 2)' "$out/cut/table.txt"
-# ... and no other pair is.
-if grep FLAGGED "$out/cut/table.txt" | grep -vE 'FLAGGED bandwidth (0 -> 3|1 -> 2)'; then
-  echo "FAIL: a pair measured while the cable was in was flagged"
-  exit 1
-fi
+cut_result=0
+cut_checks() {
+  [[ $status -eq 1 ]] || { echo "FAIL: expected exit status 1 (flagged), got $status"; return 1; }
+  check "$out/cut" 4 --expect-flagged bandwidth --hosts 2 || return 1
+  # Round 1 measures 0->3 and 1->2 (bandwidth) while the cable is out.
+  grep -E 'FLAGGED bandwidth (0 -> 3|1 -> 2)' "$out/cut/table.txt" || return 1
+  # ... and no other pair is.
+  if grep FLAGGED "$out/cut/table.txt" | grep -vE 'FLAGGED bandwidth (0 -> 3|1 -> 2)'; then
+    echo "FAIL: a pair measured while the cable was in was flagged"
+    return 1
+  fi
+}
+# Step 2 runs even when step 1 failed (each says what it found).
+cut_checks || cut_result=1
 if [[ -n ${FABRIC_TEST_KEEP:-} ]]; then
   mkdir -p "$FABRIC_TEST_KEEP"
   cp "$out/cut/"* "$FABRIC_TEST_KEEP/"
@@ -133,4 +140,5 @@ echo "exit status $status after $elapsed s"
 grep -E "rdma_fabric: rank [01] \(fabric-a\): (no answer from the other ranks within 15 s|measuring .*: no result within)" \
   "$out/kill/stderr"
 [[ ! -e $out/kill/fabric.json ]] || { echo "FAIL: a failed run wrote its JSON"; exit 1; }
+[[ $cut_result -eq 0 ]] || { echo "FAIL: step 1 (link cut)"; exit 1; }
 echo "PASS"
