@@ -22,7 +22,9 @@ bootstrap::bootstrap(int& argc, char**& argv) {
   host_ = name;
 }
 
-bootstrap::~bootstrap() { MPI_Finalize(); }
+bootstrap::~bootstrap() {
+  MPI_Finalize();
+}
 
 void bootstrap::abort(const std::string& message, int status) {
   std::cerr << "rdma_fabric: rank " << rank_ << " (" << host_ << "): " << message << std::endl;
@@ -41,9 +43,8 @@ void bootstrap::check(int status, const char* call) {
 
 void bootstrap::wait(MPI_Request& request, boost::asio::io_context& io, const std::string& what) {
   using clock = std::chrono::steady_clock;
-  const auto deadline =
-      clock::now() + std::chrono::duration_cast<clock::duration>(
-                         std::chrono::duration<double>(timeout_));
+  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                           std::chrono::duration<double>(timeout_));
   for (;;) {
     int done = 0;
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");

@@ -69,8 +69,8 @@ public:
 
 private:
   void wait(MPI_Request& request, boost::asio::io_context& io, const std::string& what);
-  void allgather_bytes(const void* mine, void* all, std::size_t bytes,
-                       boost::asio::io_context& io, const std::string& what);
+  void allgather_bytes(const void* mine, void* all, std::size_t bytes, boost::asio::io_context& io,
+                       const std::string& what);
   void gather_bytes(const void* mine, void* all, std::size_t bytes, boost::asio::io_context& io,
                     const std::string& what);
   void broadcast_bytes(void* data, std::size_t bytes, boost::asio::io_context& io,

@@ -13,9 +13,9 @@
 namespace rdma_fabric {
 
 struct fabric_settings {
-  std::string address;     ///< This rank's listening address; empty: from the device.
-  std::string device;      ///< RDMA device to take the address from; empty: the first active.
-  std::uint16_t port = 0;  ///< Listening port; 0: a free one.
+  std::string address;        ///< This rank's listening address; empty: from the device.
+  std::string device;         ///< RDMA device to take the address from; empty: the first active.
+  std::uint16_t port = 0;     ///< Listening port; 0: a free one.
   std::size_t size = 65536;   ///< Message size of the bandwidth test.
   std::uint32_t depth = 32;   ///< Sends in flight in the bandwidth test.
   double duration = 1.0;      ///< Seconds measured per bandwidth or latency test.

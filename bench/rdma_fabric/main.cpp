@@ -177,8 +177,8 @@ private:
     b.host = peer.address;
     b.port = peer.port;
     b.op = rdma_bench::operation::send;
-    b.mode = t.what == kind::latency ? rdma_bench::test_mode::latency
-                                     : rdma_bench::test_mode::bandwidth;
+    b.mode =
+        t.what == kind::latency ? rdma_bench::test_mode::latency : rdma_bench::test_mode::bandwidth;
     b.duration = s_.duration;
     b.warmup = s_.warmup;
     b.depth = t.what == kind::latency ? 1 : s_.depth;
@@ -190,9 +190,9 @@ private:
     // peer host in about 1.5 s; with work posted the transport's retries do.
     b.keepalive_interval = std::chrono::milliseconds(500);
     const std::size_t size = t.what == kind::latency ? 8 : s_.size;
-    const std::string what = std::string(t.what == kind::latency ? "latency" : "bandwidth") +
-                             " " + std::to_string(t.from) + " -> " + std::to_string(t.to) +
-                             " (" + describe(peer) + ")";
+    const std::string what = std::string(t.what == kind::latency ? "latency" : "bandwidth") + " " +
+                             std::to_string(t.from) + " -> " + std::to_string(t.to) + " (" +
+                             describe(peer) + ")";
 
     bool done = false;
     std::exception_ptr failure;
@@ -205,9 +205,9 @@ private:
                      measured = std::move(r);
                    });
     using clock = std::chrono::steady_clock;
-    const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
-                                             std::chrono::duration<double>(
-                                                 s_.warmup + s_.duration + s_.timeout));
+    const auto deadline =
+        clock::now() + std::chrono::duration_cast<clock::duration>(
+                           std::chrono::duration<double>(s_.warmup + s_.duration + s_.timeout));
     while (!done) {
       if (clock::now() > deadline)
         mpi_.abort("measuring " + what + ": no result within " +

@@ -20,7 +20,7 @@ matrix fill(const fabric_report& r, kind what) {
     if (x.what != what || x.round < 0 || x.from < 0 || x.to < 0 || std::size_t(x.from) >= n ||
         std::size_t(x.to) >= n)
       continue;
-    double value = x.failed() ? std::numeric_limits<double>::quiet_NaN()
+    double value = x.failed()                ? std::numeric_limits<double>::quiet_NaN()
                    : what == kind::bandwidth ? x.gbps
                                              : x.latency_median_us;
     m[x.from][x.to] = value;
@@ -74,34 +74,33 @@ nlohmann::json matrix_json(const matrix& m) {
 }
 
 nlohmann::json record_json(const record& x) {
-  nlohmann::json j{{"kind", name(x.what)},
-                   {"from", x.from},
-                   {"to", x.to},
-                   {"round", x.round},
-                   {"retest", x.round < 0},
-                   {"iterations", x.iterations},
+  nlohmann::json j{{"kind", name(x.what)}, {"from", x.from},        {"to", x.to},
+                   {"round", x.round},     {"retest", x.round < 0}, {"iterations", x.iterations},
                    {"seconds", x.seconds}};
   if (x.failed())
     j["error"] = x.error;
   else if (x.what == kind::bandwidth)
     j["gbps"] = x.gbps;
   else
-    j["latency_us"] = {{"min", x.latency_min_us},
-                       {"median", x.latency_median_us},
-                       {"p99", x.latency_p99_us}};
+    j["latency_us"] = {
+        {"min", x.latency_min_us}, {"median", x.latency_median_us}, {"p99", x.latency_p99_us}};
   return j;
 }
 
 } // namespace
 
-matrix bandwidth_matrix(const fabric_report& r) { return fill(r, kind::bandwidth); }
-matrix latency_matrix(const fabric_report& r) { return fill(r, kind::latency); }
+matrix bandwidth_matrix(const fabric_report& r) {
+  return fill(r, kind::bandwidth);
+}
+matrix latency_matrix(const fabric_report& r) {
+  return fill(r, kind::latency);
+}
 
 void print_table(std::ostream& out, const fabric_report& r) {
   const auto& s = r.settings;
-  out << "rdma_fabric: " << r.ranks.size() << " ranks; bandwidth: send " << s.size
-      << " B, depth " << s.depth << (s.bidirectional ? ", bidirectional" : "")
-      << "; latency: send 8 B ping-pong; " << s.duration << " s per test\n";
+  out << "rdma_fabric: " << r.ranks.size() << " ranks; bandwidth: send " << s.size << " B, depth "
+      << s.depth << (s.bidirectional ? ", bidirectional" : "") << "; latency: send 8 B ping-pong; "
+      << s.duration << " s per test\n";
   for (std::size_t i = 0; i < r.ranks.size(); ++i)
     out << "  rank " << i << ": " << r.ranks[i].host << " " << r.ranks[i].address << ":"
         << r.ranks[i].port << " " << r.ranks[i].device << "\n";

@@ -20,7 +20,7 @@ struct rank_info {
   std::string host;    ///< Host name the rank runs on.
   std::string address; ///< Where it listens.
   std::uint16_t port = 0;
-  std::string device;  ///< Its RDMA device.
+  std::string device; ///< Its RDMA device.
 };
 
 struct fabric_report {

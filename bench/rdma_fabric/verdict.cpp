@@ -22,8 +22,7 @@ references reference_values(const std::vector<record>& records) {
 
 namespace {
 
-template <typename... Values>
-std::string format(const char* pattern, Values... values) {
+template <typename... Values> std::string format(const char* pattern, Values... values) {
   char text[160];
   std::snprintf(text, sizeof text, pattern, values...);
   return text;
@@ -44,8 +43,8 @@ std::optional<std::string> suspect(const record& r, const references& refs,
   } else if (r.what == kind::latency) {
     if (refs.lowest_latency_us > 0 &&
         r.latency_median_us > limits.latency_multiple * refs.lowest_latency_us)
-      return format("%.4g us > %.2g x lowest %.4g us", r.latency_median_us,
-                    limits.latency_multiple, refs.lowest_latency_us);
+      return format("%.4g us > %.2g x lowest %.4g us", r.latency_median_us, limits.latency_multiple,
+                    refs.lowest_latency_us);
     if (limits.max_latency_us > 0 && r.latency_median_us > limits.max_latency_us)
       return format("%.4g us > maximum %.4g us", r.latency_median_us, limits.max_latency_us);
   }

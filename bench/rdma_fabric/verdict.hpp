@@ -34,9 +34,9 @@ std::optional<std::string> suspect(const record& r, const references& refs,
                                    const thresholds& limits);
 
 struct flag {
-  record first;                 ///< The measurement that was flagged.
+  record first; ///< The measurement that was flagged.
   std::string reason;
-  std::optional<record> retest; ///< Its retest, when one ran.
+  std::optional<record> retest;             ///< Its retest, when one ran.
   std::optional<std::string> retest_reason; ///< Why the retest is suspect too.
 
   /// "confirmed" (retest suspect too), "transient" (retest passed) or

@@ -77,8 +77,8 @@ BOOST_AUTO_TEST_CASE(tournament_meets_every_pair_once_in_rounds_of_disjoint_pair
 }
 
 BOOST_AUTO_TEST_CASE(slow_and_failed_pairs_are_flagged_against_the_best) {
-  std::vector<record> records{bandwidth(0, 1, 10), bandwidth(1, 0, 9), bandwidth(0, 2, 4.9),
-                              bandwidth(2, 0, 5.1), latency(0, 1, 2), latency(0, 2, 6.5),
+  std::vector<record> records{bandwidth(0, 1, 10),  bandwidth(1, 0, 9), bandwidth(0, 2, 4.9),
+                              bandwidth(2, 0, 5.1), latency(0, 1, 2),   latency(0, 2, 6.5),
                               latency(1, 2, 5.9)};
   records.push_back(bandwidth(1, 2, 0));
   records.back().set_error("transport retry counter exceeded");
@@ -121,8 +121,8 @@ BOOST_AUTO_TEST_CASE(options_have_documented_defaults_and_quick_shortens_tests) 
   BOOST_TEST(s.duration == 1.0);
   BOOST_TEST(s.retest);
   BOOST_TEST(!s.bidirectional);
-  s = parse({"--quick", "--bidirectional", "--no-retest", "--size", "1m",
-             "--bandwidth-fraction", "0.8"});
+  s = parse(
+      {"--quick", "--bidirectional", "--no-retest", "--size", "1m", "--bandwidth-fraction", "0.8"});
   BOOST_TEST(s.duration == 0.25);
   BOOST_TEST(s.warmup == 0.05);
   BOOST_TEST(s.bidirectional);
@@ -140,8 +140,10 @@ BOOST_AUTO_TEST_CASE(report_has_both_matrices_every_measurement_and_the_verdict)
   fabric_settings s;
   std::vector<record> records{bandwidth(0, 1, 10), bandwidth(1, 0, 2), latency(0, 1, 5)};
   records.push_back(bandwidth(1, 0, 2.5, -1));
-  fabric_report r{s, {{"a", "192.0.2.1", 1000, "rxe0"}, {"b", "192.0.2.2", 1001, "rxe0"}},
-                  records, judge(records, s.limits)};
+  fabric_report r{s,
+                  {{"a", "192.0.2.1", 1000, "rxe0"}, {"b", "192.0.2.2", 1001, "rxe0"}},
+                  records,
+                  judge(records, s.limits)};
   auto j = to_json(r);
   BOOST_TEST(j["parameters"]["bandwidth_fraction"] == 0.5);
   BOOST_TEST(j["ranks"].size() == 2u);

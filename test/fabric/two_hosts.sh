@@ -3,8 +3,9 @@
 # a two-node Slurm (slurmctld on A, a slurmd on each), srun -N 2 -n 4, so
 # ranks 0,1 run on A and 2,3 on B and every pair of rounds 1 and 2 crosses
 # the wire.
-#   1. The link is cut for 3 s while round 1 measures: the crossing pairs
-#      measured then are flagged, the run still completes, exit status 1.
+#   1. The link is cut for 5 s while round 1 measures: the crossing pairs
+#      measured then are flagged (failed or stalled), no other pair is, the
+#      run completes, exit status 1.
 #   2. Host B is killed while round 1 measures: the run fails (exit status
 #      not 0, not 1) within a bound, and says which rank waited for what.
 # FABRIC_TEST_KEEP=DIR keeps step 1's table, JSON and heatmap.
@@ -103,11 +104,13 @@ echo "exit status $status"
 cut_result=0
 cut_checks() {
   [[ $status -eq 1 ]] || { echo "FAIL: expected exit status 1 (flagged), got $status"; return 1; }
-  check "$out/cut" 4 --expect-flagged bandwidth --hosts 2 || return 1
-  # Round 1 measures 0->3 and 1->2 (bandwidth) while the cable is out.
-  grep -E 'FLAGGED bandwidth (0 -> 3|1 -> 2)' "$out/cut/table.txt" || return 1
+  check "$out/cut" 4 --expect-flagged any --hosts 2 || return 1
+  # The cable is out during round 1, whose pairs are 0-3 and 1-2 (which of
+  # its steps it hits depends on timing): those are flagged ...
+  local round1='FLAGGED (bandwidth|latency) (0 -> 3|3 -> 0|1 -> 2|2 -> 1|0 <-> 3|1 <-> 2):'
+  grep -E "$round1" "$out/cut/table.txt" || return 1
   # ... and no other pair is.
-  if grep FLAGGED "$out/cut/table.txt" | grep -vE 'FLAGGED bandwidth (0 -> 3|1 -> 2)'; then
+  if grep FLAGGED "$out/cut/table.txt" | grep -vE "$round1"; then
     echo "FAIL: a pair measured while the cable was in was flagged"
     return 1
   fi
