@@ -3,6 +3,9 @@
 #pragma once
 
 #include "options.hpp"
+#include "results.hpp"
+
+#include <asio_rdma/acceptor.hpp>
 
 #include <boost/asio/awaitable.hpp>
 
@@ -12,8 +15,17 @@ namespace rdma_bench::framework {
 /// data asks for. Throws on a listening failure.
 boost::asio::awaitable<void> serve(const settings& s);
 
+/// Serves the clients `acceptor` accepts until its accept is cancelled (the
+/// acceptor must outlive the coroutine).
+boost::asio::awaitable<void> serve(asio_rdma::acceptor& acceptor);
+
 /// Runs the client's tests (one connection set per size); returns the exit
 /// status. Throws on connection or operation failure.
 boost::asio::awaitable<int> run_client(const settings& s);
+
+/// Connects to s.host:s.port, measures one size of the test, disconnects
+/// (a connection that failed is closed, not disconnected); `device` gets the
+/// local device's name. Throws on connection or operation failure.
+boost::asio::awaitable<result> measure(const settings& s, std::size_t size, std::string& device);
 
 } // namespace rdma_bench::framework

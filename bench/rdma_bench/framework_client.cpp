@@ -163,7 +163,8 @@ asio_rdma::connection_options options_for(const settings& s, std::size_t size) {
   o.receive_queue_depth =
       s.bidirectional || s.mode == test_mode::latency ? std::max(s.depth, 16u) : 16;
   o.max_inline_data = s.inline_size;
-  o.timeout = std::chrono::seconds(30);
+  o.timeout = s.connect_timeout;
+  o.keepalive_interval = s.keepalive_interval;
   o.completion_mode = s.completion == completion_mode::busy ? asio_rdma::completion_mode::busy_poll
                       : s.completion == completion_mode::adaptive
                           ? asio_rdma::completion_mode::adaptive
@@ -229,14 +230,21 @@ awaitable<result> run_size(const settings& s, std::size_t size, std::string& dev
     co_await r.wake.async_wait(tuple_awaitable);
     r.m.tick(clock::now());
   }
-  for (auto& p : peers)
-    co_await p->conn.async_disconnect(tuple_awaitable);
+  // A failed connection is closed by its destructor: a disconnect would wait
+  // for a peer that may be gone.
+  if (!r.failure)
+    for (auto& p : peers)
+      co_await p->conn.async_disconnect(tuple_awaitable);
   if (r.failure)
     throw boost::system::system_error(r.failure, "rdma_bench: " + std::string(name(s.op)));
   co_return r.m.take();
 }
 
 } // namespace
+
+awaitable<result> measure(const settings& s, std::size_t size, std::string& device) {
+  co_return co_await run_size(s, size, device);
+}
 
 awaitable<int> run_client(const settings& s) {
   return run_sweep(s, run_size);

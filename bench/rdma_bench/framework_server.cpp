@@ -128,6 +128,11 @@ awaitable<void> serve(const settings& s) {
   auto ex = co_await asio::this_coro::executor;
   asio_rdma::acceptor acceptor(ex, s.host, s.port);
   std::cout << "rdma_bench: listening on " << acceptor.local_endpoint() << std::endl;
+  co_await serve(acceptor);
+}
+
+awaitable<void> serve(asio_rdma::acceptor& acceptor) {
+  auto ex = acceptor.get_executor();
   for (;;) {
     auto [ec, request] = co_await acceptor.async_accept_request(tuple_awaitable);
     if (ec == asio::error::operation_aborted)

@@ -4,6 +4,7 @@
 
 #include <CLI/App.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -61,6 +62,11 @@ struct settings {
   std::uint32_t inline_size = 64;
   std::string json_path;
   bool quiet = false; // no progress lines
+  /// Connection handshake bound, and keepalive of the client's connections
+  /// (0: off). Not on rdma_bench's command line; rdma_fabric sets them so that
+  /// a dead peer ends a measurement instead of stalling it.
+  std::chrono::milliseconds connect_timeout = std::chrono::seconds(30);
+  std::chrono::milliseconds keepalive_interval = std::chrono::milliseconds(0);
 };
 
 /// Declares rdma_bench's subcommands (server, client) and options in `app`;
