@@ -68,9 +68,8 @@ wait_for_line() { # file pattern seconds
 }
 
 date; sent_packets() { cat /sys/class/infiniband/*/ports/1/hw_counters/sent_pkts | head -n 1; }
-wait_for_packets() { # count seconds: until this host's device sent count more packets
-  local start i
-  start=$(sent_packets)
+wait_for_packets() { # count seconds [start]: until this host's device sent count
+  local start=${3:-$(sent_packets)} i # more packets than now (or than start)
   for ((i = 0; i < $2 * 20; i++)); do
     (($(sent_packets) - start >= $1)) && return 0
     sleep 0.05
@@ -83,13 +82,21 @@ echo "=== 1. link cut while round 1 measures"
 # A crossing pair runs at a tenth to a third of a pair inside one guest (rxe
 # loops those back) and its latency is 30-100 times higher: thresholds that
 # flag neither, only what the cut does to a pair (stalled or failed).
-launch "$out/cut" --duration 1 --warmup 0.2 --timeout 30 \
+# A 6 s window: the cut is asked for once step 1's data flows, and takes
+# effect up to about 2.5 s later (a request to the host from a busy TCG
+# guest), so it lands inside step 1's measurement, where the transport fails
+# within a second. Had it landed in step 2's handshake, it would only have
+# delayed it (measured: nothing flagged).
+# RoCE packets are counted from before the launch: srun forwards the
+# progress lines late (seconds), so counting from the first line's arrival
+# could start after step 1's data.
+before=$(sent_packets)
+launch "$out/cut" --duration 6 --warmup 0.2 --timeout 30 \
   --bandwidth-fraction 0.02 --latency-multiple 1000 \
   --json "$out/cut/fabric.json" --heatmap "$out/cut/fabric.png"
-wait_for_line "$out/cut/stderr" "round 1 of 3: bandwidth" 60
 # Cut once data flows (the pairs are connected and measuring): a cut during
 # the connection handshake would only delay it.
-wait_for_packets 300 30
+wait_for_packets 300 90 "$before"
 echo "$(date +%T.%N) link off, $(sent_packets) packets sent"
 host_do link A off
 sleep 5
