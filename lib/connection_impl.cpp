@@ -599,8 +599,10 @@ void connection_impl::start_receive(operation* op) {
     return complete(op, asio::error::invalid_argument, 0, true);
   // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
   // The poll runs other operations' handlers, which may drop the last reference.
+  // (Inside a poll, as when a handler starts the next receive, there is
+  // nothing to poll and nothing to keep alive.)
   std::shared_ptr<connection_impl> keep_alive;
-  if (arrived_count_ == 0 && state_ == state::open && cq_) {
+  if (arrived_count_ == 0 && state_ == state::open && cq_ && !cq_->polling()) {
     keep_alive = shared_from_this();
     cq_->poll();
   }
@@ -702,6 +704,10 @@ void connection_impl::after_cq_batch(void* context) {
   auto* self = static_cast<connection_impl*>(context);
   if (self->has_unposted_work())
     self->flush();
+  if (self->interest_sync_pending_) {
+    self->interest_sync_pending_ = false;
+    self->sync_interest();
+  }
 }
 
 void connection_impl::flush() {
@@ -1110,8 +1116,15 @@ void connection_impl::op_started() {
 }
 
 void connection_impl::op_finished() {
-  if (user_ops_ > 0 && --user_ops_ == 0)
-    sync_interest();
+  if (user_ops_ > 0 && --user_ops_ == 0) {
+    // Inside a batch of our own CQ, a handler usually starts the next
+    // operation at once (a ping-pong): keep waiting on the CQ until the batch
+    // ends instead of dropping and re-adding the wait per operation.
+    if (cq_ && !shared_ && cq_->polling() && state_ == state::open)
+      interest_sync_pending_ = true;
+    else
+      sync_interest();
+  }
 }
 
 void connection_impl::sync_interest() {

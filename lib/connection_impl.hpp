@@ -196,6 +196,9 @@ private:
   std::uint32_t user_ops_ = 0;
   bool channel_interest_ = false;
   bool cq_interest_ = false;
+  // The last operation finished inside a CQ batch: sync_interest() when the
+  // batch ends (after_cq_batch).
+  bool interest_sync_pending_ = false;
 
   // Why the connection left the open state (decides what queued work gets).
   error_code failure_; // first device / protocol error
