@@ -156,8 +156,15 @@ void connection_impl::teardown() {
 // ---------------------------------------------------------------- interest
 
 void connection_impl::op_started() {
-  if (user_ops_++ == 0)
-    sync_interest();
+  if (user_ops_++ != 0)
+    return;
+  if (interest_sync_pending_) {
+    // The last operation finished in this CQ batch and the waits are still
+    // held: nothing to change.
+    interest_sync_pending_ = false;
+    return;
+  }
+  sync_interest();
 }
 
 void connection_impl::op_finished() {
@@ -173,6 +180,7 @@ void connection_impl::op_finished() {
 }
 
 void connection_impl::sync_interest() {
+  interest_sync_pending_ = false; // whatever was deferred is decided now
   const bool wanted = user_ops_ > 0;
   // An open connection must answer the peer's disconnect request (the CM
   // waits for our reply), so its CM events are always awaited; completions
