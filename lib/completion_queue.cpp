@@ -98,9 +98,13 @@ void completion_queue::spin() {
     return;
   // Poll in a tight loop before yielding: every trip through the scheduler
   // costs an epoll_wait, far more than an empty ibv_poll_cq.
+  // One keep-alive for the turn, not one per empty poll.
+  auto owner = owner_.lock();
+  if (!owner)
+    return;
   int found = 0;
   for (int i = 0; i < spin_polls && found == 0 && interest_ > 0 && !stopped_; ++i)
-    found = poll();
+    found = poll_unguarded();
   const auto now = std::chrono::steady_clock::now();
   if (found > 0)
     last_activity_ = now;
@@ -120,7 +124,10 @@ void completion_queue::stop() {
 }
 
 void completion_queue::drain_events() {
+  // One keep-alive for the whole drain (the handlers may drop the last
+  // reference to the owner, and with it to this queue).
   auto keep_alive = shared_from_this();
+  auto owner = owner_.lock();
   ibv_cq* cq = nullptr;
   void* context = nullptr;
   while (::ibv_get_cq_event(channel_.get(), &cq, &context) == 0)
@@ -133,7 +140,8 @@ void completion_queue::drain_events() {
   // poll then raises a new event instead of being stranded.
   ::ibv_req_notify_cq(cq_.get(), 0);
   armed_ = true;
-  poll();
+  if (owner)
+    poll_unguarded();
   if (mode_ == completion_mode::adaptive && interest_ > 0) {
     // Activity: poll for a while instead of waiting for the next event.
     last_activity_ = std::chrono::steady_clock::now();
@@ -148,6 +156,12 @@ int completion_queue::poll() {
   auto keep_alive = shared_from_this();
   auto owner = owner_.lock();
   if (!owner)
+    return 0;
+  return poll_unguarded();
+}
+
+int completion_queue::poll_unguarded() {
+  if (polling_)
     return 0;
   polling_ = true;
   int dispatched = 0;

@@ -25,8 +25,7 @@ public:
   };
 
   static std::shared_ptr<completion_queue> create(const asio::any_io_executor& ex,
-                                                  ibv_context* device, int entries,
-                                                  error_code& ec);
+                                                  ibv_context* device, int entries, error_code& ec);
 
   completion_queue(const asio::any_io_executor& ex, comp_channel_ptr channel, cq_ptr cq);
   ~completion_queue();
@@ -66,9 +65,14 @@ public:
   /// return 0 at once).
   int poll();
 
+  /// True while poll() dispatches completions (a handler runs inside it).
+  bool polling() const { return polling_; }
+
 private:
   static void on_readable(void* self) { static_cast<completion_queue*>(self)->drain_events(); }
   void drain_events();
+  /// poll() for a caller that already keeps this queue and its owner alive.
+  int poll_unguarded();
   void listen_to_channel(bool on);
   void schedule_spin();
   void spin();

@@ -13,6 +13,7 @@
 #include <asio_rdma/connection_options.hpp>
 #include <asio_rdma/queue_pair_endpoint.hpp>
 
+#include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -24,6 +25,14 @@
 namespace asio_rdma::detail {
 
 class shared_queues_impl;
+class connection_impl;
+
+/// Cancels one queued operation through the Asio cancellation slot.
+struct op_canceller {
+  connection_impl* impl;
+  operation* op;
+  void operator()(asio::cancellation_type type);
+};
 
 class connection_impl final : public cm_event_target,
                               public std::enable_shared_from_this<connection_impl> {
@@ -196,6 +205,9 @@ private:
   std::uint32_t user_ops_ = 0;
   bool channel_interest_ = false;
   bool cq_interest_ = false;
+  // The last operation finished inside a CQ batch: sync_interest() when the
+  // batch ends (after_cq_batch).
+  bool interest_sync_pending_ = false;
 
   // Why the connection left the open state (decides what queued work gets).
   error_code failure_; // first device / protocol error
