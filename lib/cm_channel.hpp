@@ -2,6 +2,7 @@
 // Events are routed by cm_id->context to a cm_event_target; no thread, no map.
 #pragma once
 
+#include "asio_alias.hpp"
 #include "fd_waiter.hpp"
 #include "handles.hpp"
 
@@ -71,7 +72,6 @@ public:
   cm_channel(const cm_channel&) = delete;
   cm_channel& operator=(const cm_channel&) = delete;
 
-  rdma_event_channel* native() const { return channel_.get(); }
   const asio::any_io_executor& get_executor() const { return ex_; }
 
   /// Creates an id on this channel whose events go to `target` (may be null:

@@ -1,5 +1,6 @@
 #include <asio_rdma/device_info.hpp>
 
+#include "handles.hpp"
 #include "verbs_error.hpp"
 
 #include <boost/system/system_error.hpp>
@@ -17,14 +18,8 @@
 namespace asio_rdma {
 namespace {
 
-struct device_list_deleter {
-  void operator()(ibv_device** p) const noexcept { ::ibv_free_device_list(p); }
-};
-struct context_deleter {
-  void operator()(ibv_context* p) const noexcept { ::ibv_close_device(p); }
-};
-using device_list_ptr = std::unique_ptr<ibv_device*, device_list_deleter>;
-using context_ptr = std::unique_ptr<ibv_context, context_deleter>;
+using detail::context_ptr;
+using detail::device_list_ptr;
 
 std::string_view transport_name(ibv_transport_type t) {
   switch (t) {

@@ -1,5 +1,7 @@
 #include <asio_rdma/error.hpp>
 
+#include <infiniband/verbs.h>
+
 #include <ostream>
 #include <string>
 

@@ -21,8 +21,10 @@
 #include <boost/system/system_error.hpp>
 
 #include <asio_rdma/asio_rdma.hpp>
-#include <asio_rdma/detail/file_name.hpp>
-#include <asio_rdma/detail/file_protocol.hpp>
-#include <asio_rdma/flow_rule.hpp>
-#include <asio_rdma/raw_socket.hpp>
+// Internal, but called by the unit tests, fuzzers and benchmarks, which link
+// the shared library too: the file protocol's codecs and name checks.
+#include "file_transfer/file_name.hpp"
+#include "file_transfer/protocol.hpp"
 #pragma GCC visibility pop
+
+#include "asio_alias.hpp"

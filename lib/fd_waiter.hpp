@@ -7,6 +7,8 @@
 // the next wait.
 #pragma once
 
+#include "asio_alias.hpp"
+
 #include <asio_rdma/error.hpp>
 
 #include <boost/asio/any_io_executor.hpp>

@@ -1,5 +1,5 @@
 // Delivering a type-erased completion handler its result on the handler's associated executor
-// (used by every operation body in lib/).
+// (used by every operation body in lib/), and storing one (assign_handler).
 //
 // Not through asio::append: in Boost 1.81 an lvalue any_completion_handler used as a completion
 // token wraps itself recursively (fixed in 1.82), so the handler is moved into a lambda.
@@ -17,6 +17,16 @@
 #include <utility>
 
 namespace asio_rdma::detail {
+
+/// Moves `source` into `target`. Use this instead of `target = std::move(source)`:
+/// Boost 1.81's any_completion_handler move assignment constructs from an
+/// lvalue, which its converting constructor wraps in itself without end.
+template <typename... Signatures>
+void assign_handler(boost::asio::any_completion_handler<Signatures...>& target,
+                    boost::asio::any_completion_handler<Signatures...>&& source) noexcept {
+  boost::asio::any_completion_handler<Signatures...> taken(std::move(source));
+  target.swap(taken);
+}
 
 /// The handler's associated executor (default `io`), tracking outstanding work until the
 /// handler has run.

@@ -9,6 +9,12 @@
 
 namespace asio_rdma::detail {
 
+struct device_list_deleter {
+  void operator()(ibv_device** p) const noexcept { ::ibv_free_device_list(p); }
+};
+struct context_deleter {
+  void operator()(ibv_context* p) const noexcept { ::ibv_close_device(p); }
+};
 struct pd_deleter {
   void operator()(ibv_pd* p) const noexcept { ::ibv_dealloc_pd(p); }
 };
@@ -21,6 +27,12 @@ struct comp_channel_deleter {
 struct cq_deleter {
   void operator()(ibv_cq* p) const noexcept { ::ibv_destroy_cq(p); }
 };
+struct qp_deleter {
+  void operator()(ibv_qp* p) const noexcept { ::ibv_destroy_qp(p); }
+};
+struct flow_deleter {
+  void operator()(ibv_flow* p) const noexcept { ::ibv_destroy_flow(p); }
+};
 struct event_channel_deleter {
   void operator()(rdma_event_channel* p) const noexcept { ::rdma_destroy_event_channel(p); }
 };
@@ -30,10 +42,15 @@ struct cm_id_deleter {
   void operator()(rdma_cm_id* p) const noexcept { ::rdma_destroy_id(p); }
 };
 
+/// ibv_get_device_list's array.
+using device_list_ptr = std::unique_ptr<ibv_device*, device_list_deleter>;
+using context_ptr = std::unique_ptr<ibv_context, context_deleter>;
 using pd_ptr = std::unique_ptr<ibv_pd, pd_deleter>;
 using mr_ptr = std::unique_ptr<ibv_mr, mr_deleter>;
 using comp_channel_ptr = std::unique_ptr<ibv_comp_channel, comp_channel_deleter>;
 using cq_ptr = std::unique_ptr<ibv_cq, cq_deleter>;
+using qp_ptr = std::unique_ptr<ibv_qp, qp_deleter>;
+using flow_ptr = std::unique_ptr<ibv_flow, flow_deleter>;
 using event_channel_ptr = std::unique_ptr<rdma_event_channel, event_channel_deleter>;
 using cm_id_ptr = std::unique_ptr<rdma_cm_id, cm_id_deleter>;
 

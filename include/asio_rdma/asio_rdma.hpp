@@ -1,4 +1,8 @@
-// asio-rdma: the umbrella header.
+// asio-rdma: the umbrella header: every public header of the library.
+//
+// raw_socket.hpp and flow_rule.hpp only declare: they compile whether or not
+// the library was built with the raw socket (ASIO_RDMA_WITH_RAW_SOCKET), and
+// only a program that uses the socket needs a library built with it.
 #pragma once
 
 #include <asio_rdma/acceptor.hpp>
@@ -13,8 +17,10 @@
 #include <asio_rdma/device_info.hpp>
 #include <asio_rdma/error.hpp>
 #include <asio_rdma/file_transfer.hpp>
+#include <asio_rdma/flow_rule.hpp>
 #include <asio_rdma/memory_region.hpp>
 #include <asio_rdma/prepared_queue_pair.hpp>
 #include <asio_rdma/queue_pair_endpoint.hpp>
+#include <asio_rdma/raw_socket.hpp>
 #include <asio_rdma/remote_buffer.hpp>
 #include <asio_rdma/shared_queues.hpp>

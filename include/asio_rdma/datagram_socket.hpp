@@ -38,6 +38,7 @@
 #include <string>
 #include <string_view>
 
+struct ibv_qp;
 struct rdma_cm_id;
 
 namespace asio_rdma {

@@ -2,8 +2,8 @@
 //
 // Every failure is reported as a boost::system::error_code (the type Asio uses):
 //  - errno values from libibverbs / librdmacm and the OS are in
-//    boost::system::system_category(), so `ec == asio::error::operation_aborted`,
-//    `ec == asio::error::timed_out` etc. hold as with sockets;
+//    boost::system::system_category(), so `ec == boost::asio::error::operation_aborted`,
+//    `ec == boost::asio::error::timed_out` etc. hold as with sockets;
 //  - the status of a failed work completion (ibv_wc_status) is in wc_category(),
 //    and compares equal to the coarse wc_condition values (flushed, local,
 //    remote, transport);
@@ -13,14 +13,11 @@
 #include <boost/asio/error.hpp>
 #include <boost/system/error_code.hpp>
 
-#include <infiniband/verbs.h>
-
 #include <iosfwd>
 #include <type_traits>
 
 namespace asio_rdma {
 
-namespace asio = boost::asio;
 using error_code = boost::system::error_code;
 
 /// Errors raised by asio-rdma itself (as opposed to the OS, verbs or the NIC).
@@ -100,9 +97,11 @@ std::ostream& operator<<(std::ostream& os, errc e);
 /// ibv_wc_status_str.
 const boost::system::error_category& wc_category() noexcept;
 
-/// The error_code of a failed work completion.
-inline error_code make_wc_error(ibv_wc_status status) noexcept {
-  return error_code(static_cast<int>(status), wc_category());
+/// The error_code of a failed work completion: `status` is an ibv_wc_status
+/// value (such as IBV_WC_WR_FLUSH_ERR, which converts to int implicitly).
+/// Taking an int keeps this header free of the verbs headers.
+inline error_code make_wc_error(int status) noexcept {
+  return error_code(status, wc_category());
 }
 
 /// Coarse classes of work completion failures, for comparisons such as

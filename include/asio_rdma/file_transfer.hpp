@@ -6,8 +6,8 @@
 // two sides' buffer sizes; every file is checked with CRC-32C and written to
 // a temporary NAME.XXXXXX.part until complete (NAME.KEY.resume.part for a
 // resumable transfer, kept when the connection is lost so that a later
-// transfer continues from it). Wire format (version 2):
-// detail/file_protocol.hpp and docs/file_transfer.md.
+// transfer continues from it). Wire format (version 2): docs/file_transfer.md
+// (encoded and decoded in the library, lib/file_transfer/protocol.hpp).
 #pragma once
 
 #include <asio_rdma/acceptor.hpp>
@@ -297,13 +297,19 @@ struct file_receiver_options {
   boost::asio::any_io_executor disk_executor;
 };
 
+/// What file_receiver::async_run calls, on the receiver's executor, each time
+/// one of its connections ends: with the error that ended it (none when the
+/// sender disconnected between files) and the files it completed, as
+/// file_receiver::async_receive_one would report them. Any callable with the
+/// signature void(error_code, const receive_result&) converts to it.
+using receive_session_callback = std::function<void(error_code, const receive_result&)>;
+
 namespace detail {
 class file_receiver_impl;
 using receive_handler = boost::asio::any_completion_handler<void(error_code, receive_result)>;
 using run_handler = boost::asio::any_completion_handler<void(error_code)>;
-using session_callback = std::function<void(error_code, const receive_result&)>;
 void start_receive_one(const std::shared_ptr<file_receiver_impl>& impl, receive_handler handler);
-void start_run(const std::shared_ptr<file_receiver_impl>& impl, session_callback on_session,
+void start_run(const std::shared_ptr<file_receiver_impl>& impl, receive_session_callback on_session,
                run_handler handler);
 } // namespace detail
 
@@ -394,8 +400,8 @@ public:
 
   /// Serves any number of connections at once until stop(); calls
   /// `on_session(error_code, const receive_result&)` on the receiver's
-  /// executor when each connection ends (as async_receive_one would report
-  /// it). A failed handshake or connection does not stop the server.
+  /// executor when each connection ends (see receive_session_callback). A
+  /// failed handshake or connection does not stop the server.
   ///
   /// Completion signature: void(error_code): asio::error::operation_aborted
   /// after stop() (or cancellation), once every connection has ended; an
@@ -403,10 +409,10 @@ public:
   ///
   /// Cancellation: terminal cancellation acts as stop().
   template <typename CompletionToken = boost::asio::deferred_t>
-  auto async_run(detail::session_callback on_session, CompletionToken&& token = {}) {
+  auto async_run(receive_session_callback on_session, CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code)>(
         [](auto handler, const std::shared_ptr<detail::file_receiver_impl>& impl,
-           detail::session_callback on_session) {
+           receive_session_callback on_session) {
           if (!impl) // moved from
             return detail::post_result(std::move(handler),
                                        error_code(boost::asio::error::bad_descriptor));

@@ -3,7 +3,8 @@
 // nonce) (OpenSSL libcrypto). See docs/file_transfer.md.
 #pragma once
 
-#include <asio_rdma/detail/file_protocol.hpp>
+#include "protocol.hpp"
+
 #include <asio_rdma/error.hpp>
 
 #include <string_view>

@@ -3,9 +3,9 @@
 #pragma once
 
 #include "deadline.hpp"
+#include "protocol.hpp"
 
 #include <asio_rdma/connection.hpp>
-#include <asio_rdma/detail/file_protocol.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>

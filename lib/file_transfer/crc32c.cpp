@@ -3,7 +3,7 @@
 // this CPU at run time (the SSE4.2 crc32 instruction on three streams at
 // once, PCLMULQDQ folding). It neither inverts its input nor its output: the
 // standard CRC-32C is ~crc32_iscsi(data, ~crc).
-#include <asio_rdma/detail/file_protocol.hpp>
+#include "protocol.hpp"
 
 #include <isa-l/crc.h>
 

@@ -1,6 +1,6 @@
-// Checking relative names from the wire (see detail/file_name.hpp).
-#include <asio_rdma/detail/file_name.hpp>
-#include <asio_rdma/detail/file_protocol.hpp>
+// Checking relative names from the wire (see file_name.hpp).
+#include "file_name.hpp"
+#include "protocol.hpp"
 
 namespace asio_rdma::detail {
 

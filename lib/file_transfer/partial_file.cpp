@@ -2,7 +2,7 @@
 #include "partial_file.hpp"
 #include "verbs_error.hpp"
 
-#include <asio_rdma/detail/file_protocol.hpp>
+#include "protocol.hpp"
 
 #include <sys/file.h>
 #include <vector>

@@ -86,8 +86,6 @@ public:
   void keep() noexcept;
   /// Writes all of `data` at `offset`.
   void write_at(std::span<const std::byte> data, std::uint64_t offset, error_code& ec) noexcept;
-  /// The temporary's name in its directory (empty when none).
-  const std::string& temporary_name() const noexcept { return temporary_; }
   /// Whether NAME exists in the temporary's directory (any kind of entry).
   bool target_exists() const noexcept;
   /// Bytes an unprivileged writer may still use on the temporary's file

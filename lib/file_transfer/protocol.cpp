@@ -1,5 +1,5 @@
 // Encoding and decoding of the file transfer's control messages (version 2).
-#include <asio_rdma/detail/file_protocol.hpp>
+#include "protocol.hpp"
 
 #include <array>
 #include <cstring>

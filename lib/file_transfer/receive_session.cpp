@@ -4,9 +4,8 @@
 
 #include "authentication.hpp"
 #include "control.hpp"
+#include "file_name.hpp"
 #include "verbs_error.hpp"
-
-#include <asio_rdma/detail/file_name.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/post.hpp>

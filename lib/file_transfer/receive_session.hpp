@@ -12,7 +12,7 @@
 #include "deadline.hpp"
 #include "receiver_impl.hpp"
 
-#include <asio_rdma/detail/file_protocol.hpp>
+#include "protocol.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>

@@ -93,7 +93,8 @@ awaitable<outcome> receive_one(std::shared_ptr<file_receiver_impl> impl) {
   co_return co_await serve_connection(impl, std::move(conn));
 }
 
-awaitable<error_code> run(std::shared_ptr<file_receiver_impl> impl, session_callback on_session) {
+awaitable<error_code> run(std::shared_ptr<file_receiver_impl> impl,
+                          receive_session_callback on_session) {
   co_await asio::this_coro::throw_if_cancelled(false);
   auto ex = co_await asio::this_coro::executor;
   // Sessions still running; the loop waits for them after the listener stopped.
@@ -200,7 +201,7 @@ void start_receive_one(const std::shared_ptr<file_receiver_impl>& impl, receive_
   asio::co_spawn(impl->ex, receive_one(impl), std::move(completion));
 }
 
-void start_run(const std::shared_ptr<file_receiver_impl>& impl, session_callback on_session,
+void start_run(const std::shared_ptr<file_receiver_impl>& impl, receive_session_callback on_session,
                run_handler handler) {
   auto completion =
       spawn_completion(impl->ex, handler, [](run_handler h, std::exception_ptr e, error_code ec) {

@@ -1,7 +1,7 @@
 // Listing what a send operation transfers (see send_entries.hpp).
 #include "send_entries.hpp"
 
-#include <asio_rdma/detail/file_name.hpp>
+#include "file_name.hpp"
 
 #include <boost/asio/error.hpp>
 

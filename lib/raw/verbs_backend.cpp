@@ -1,5 +1,6 @@
 #include "raw/verbs_backend.hpp"
 
+#include "handles.hpp"
 #include "raw/verbs_device.hpp"
 #include "raw/verbs_flow.hpp"
 #include "verbs_error.hpp"
@@ -15,63 +16,39 @@
 namespace asio_rdma::detail {
 namespace {
 
-// Owning handles; a null handle is never passed to its destroy function.
-struct context_deleter {
-  void operator()(ibv_context* p) const noexcept { ibv_close_device(p); }
-};
-struct pd_deleter {
-  void operator()(ibv_pd* p) const noexcept { ibv_dealloc_pd(p); }
-};
-struct channel_deleter {
-  void operator()(ibv_comp_channel* p) const noexcept { ibv_destroy_comp_channel(p); }
-};
-struct qp_deleter {
-  void operator()(ibv_qp* p) const noexcept { ibv_destroy_qp(p); }
-};
-struct mr_deleter {
-  void operator()(ibv_mr* p) const noexcept { ibv_dereg_mr(p); }
-};
-struct flow_deleter {
-  void operator()(ibv_flow* p) const noexcept { ibv_destroy_flow(p); }
-};
+// The verbs handles are the library's (handles.hpp). The memory comes from
+// std::aligned_alloc, so it is released with std::free.
 struct free_deleter {
   void operator()(std::byte* p) const noexcept { std::free(p); }
 };
-struct device_list_deleter {
-  void operator()(ibv_device** p) const noexcept { ibv_free_device_list(p); }
-};
 
 // A CQ with its unacknowledged event count: every event is acknowledged before destruction.
-class completion_queue {
+// (Not the connections' detail::completion_queue: that one waits on its channel and dispatches
+// each completion to a work request's target; this backend polls its CQs itself from
+// raw_socket_core's waits.)
+class event_counted_cq {
 public:
-  completion_queue() = default;
-  completion_queue(const completion_queue&) = delete;
-  completion_queue& operator=(const completion_queue&) = delete;
-  ~completion_queue() { reset(); }
-
   error_code create(ibv_context* context, int entries, ibv_comp_channel* channel) noexcept {
-    cq_ = ibv_create_cq(context, entries, nullptr, channel, 0);
+    cq_.reset(ibv_create_cq(context, entries, nullptr, channel, 0));
     return cq_ ? error_code() : from_errno();
   }
-  ibv_cq* get() const noexcept { return cq_; }
+  ibv_cq* get() const noexcept { return cq_.get(); }
   void event_received() noexcept {
     if (++unacked_ >= 64) {
-      ibv_ack_cq_events(cq_, unacked_);
+      ibv_ack_cq_events(cq_.get(), unacked_);
       unacked_ = 0;
     }
   }
   void reset() noexcept {
-    if (!cq_)
-      return;
-    if (unacked_)
-      ibv_ack_cq_events(cq_, unacked_);
-    ibv_destroy_cq(cq_);
-    cq_ = nullptr;
+    if (cq_ && unacked_)
+      ibv_ack_cq_events(cq_.get(), unacked_);
     unacked_ = 0;
+    cq_.reset();
   }
+  ~event_counted_cq() { reset(); }
 
 private:
-  ibv_cq* cq_ = nullptr;
+  cq_ptr cq_;
   unsigned unacked_ = 0;
 };
 
@@ -110,23 +87,23 @@ private:
   std::byte* buffer(std::uint32_t id) const noexcept {
     return memory_.get() + std::size_t{id} * caps_.max_packet_size;
   }
-  static void consume_event(ibv_comp_channel* channel, completion_queue& cq, bool& armed) noexcept;
+  static void consume_event(ibv_comp_channel* channel, event_counted_cq& cq, bool& armed) noexcept;
 
   raw_caps caps_;
   std::uint8_t port_ = 1;
   std::uint32_t receive_count_ = 0;
 
   // Declared in creation order: destroyed in reverse.
-  std::unique_ptr<ibv_context, context_deleter> context_;
-  std::unique_ptr<ibv_pd, pd_deleter> pd_;
-  std::unique_ptr<ibv_comp_channel, channel_deleter> receive_channel_;
-  std::unique_ptr<ibv_comp_channel, channel_deleter> send_channel_;
-  completion_queue receive_cq_;
-  completion_queue send_cq_;
-  std::unique_ptr<ibv_qp, qp_deleter> qp_;
+  context_ptr context_;
+  pd_ptr pd_;
+  comp_channel_ptr receive_channel_;
+  comp_channel_ptr send_channel_;
+  event_counted_cq receive_cq_;
+  event_counted_cq send_cq_;
+  qp_ptr qp_;
   std::unique_ptr<std::byte, free_deleter> memory_; // receive buffers, then send buffers
-  std::unique_ptr<ibv_mr, mr_deleter> mr_;
-  std::vector<std::unique_ptr<ibv_flow, flow_deleter>> flows_;
+  mr_ptr mr_;
+  std::vector<flow_ptr> flows_;
 
   // Work requests prepared once per buffer; posting only links and sets lengths.
   std::vector<ibv_sge> receive_sges_;
@@ -156,7 +133,7 @@ error_code verbs_backend::setup(const interface_info& interface,
   flows_.resize(options.max_flows);
 
   int count = 0;
-  std::unique_ptr<ibv_device*, device_list_deleter> devices(ibv_get_device_list(&count));
+  device_list_ptr devices(ibv_get_device_list(&count));
   if (!devices || count == 0)
     return errc::no_device;
   ibv_device* device = find_verbs_device(devices.get(), interface.name, port_);
@@ -349,7 +326,7 @@ wait_plan verbs_backend::receive_wait_plan(error_code& ec) noexcept {
   return {wait_plan::readable, receive_channel_->fd, {}};
 }
 
-void verbs_backend::consume_event(ibv_comp_channel* channel, completion_queue& cq,
+void verbs_backend::consume_event(ibv_comp_channel* channel, event_counted_cq& cq,
                                   bool& armed) noexcept {
   ibv_cq* event_cq = nullptr;
   void* context = nullptr;
@@ -467,7 +444,7 @@ error_code verbs_backend::set_flow(std::size_t index, const flow_rule& rule) noe
     return boost::asio::error::bad_descriptor;
   try {
     auto attr = build_verbs_flow(rule, port_);
-    std::unique_ptr<ibv_flow, flow_deleter> flow(ibv_create_flow(qp_.get(), attr.get()));
+    flow_ptr flow(ibv_create_flow(qp_.get(), attr.get()));
     if (!flow) {
       const int error = errno;
       return error == EOPNOTSUPP || error == ENOSYS ? error_code(errc::raw_packet_unsupported)

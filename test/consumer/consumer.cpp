@@ -11,8 +11,11 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <infiniband/verbs.h> // IBV_WC_WR_FLUSH_ERR: asio_rdma/error.hpp does not include it
+
 #include <chrono>
 #include <iostream>
+#include <type_traits>
 
 namespace asio = boost::asio;
 
@@ -46,6 +49,12 @@ int main() {
   // equal to the condition declared in the header.
   auto wc = asio_rdma::make_wc_error(IBV_WC_WR_FLUSH_ERR);
   expect(wc == asio_rdma::wc_condition::flushed, "IBV_WC_WR_FLUSH_ERR is wc_condition::flushed");
+
+  // The umbrella header has every public header, the raw socket's too.
+  asio_rdma::error_code mac_ec;
+  const auto mac = asio_rdma::parse_mac_address("01:80:c2:00:00:00", mac_ec);
+  expect(!mac_ec && mac.is_multicast(), "raw_socket.hpp and flow_rule.hpp come with asio_rdma.hpp");
+  expect(std::is_move_constructible_v<asio_rdma::raw_socket>, "raw_socket is declared");
 
   std::cout << (failures == 0 ? "consumer: all checks passed\n" : "consumer: FAILED\n");
   return failures == 0 ? 0 : 1;

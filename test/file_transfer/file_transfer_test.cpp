@@ -3,7 +3,7 @@
 #define BOOST_TEST_MODULE integration_file_transfer
 #include "rdma_test.hpp"
 
-#include <asio_rdma/detail/file_protocol.hpp>
+#include "../../lib/file_transfer/protocol.hpp"
 #include <asio_rdma/file_transfer.hpp>
 
 #include <boost/asio/as_tuple.hpp>

@@ -2,8 +2,8 @@
 #define BOOST_TEST_MODULE file_protocol
 #include <boost/test/unit_test.hpp>
 
-#include <asio_rdma/detail/file_name.hpp>
-#include <asio_rdma/detail/file_protocol.hpp>
+#include "../../lib/file_transfer/file_name.hpp"
+#include "../../lib/file_transfer/protocol.hpp"
 #include <asio_rdma/file_transfer.hpp>
 
 #include <array>

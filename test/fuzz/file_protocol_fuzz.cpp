@@ -9,8 +9,8 @@
 // (0), and every message of another version is refused.
 #include "fuzz_check.hpp"
 
-#include <asio_rdma/detail/file_name.hpp>
-#include <asio_rdma/detail/file_protocol.hpp>
+#include "../../lib/file_transfer/file_name.hpp"
+#include "../../lib/file_transfer/protocol.hpp"
 
 #include <algorithm>
 #include <array>

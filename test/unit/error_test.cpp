@@ -3,7 +3,17 @@
 
 #include <asio_rdma/error.hpp>
 
+// error.hpp is the one header every user's program reads: it must not bring
+// in the verbs headers, nor an `asio` alias into namespace asio_rdma (which
+// would clash with this declaration of a namespace of that name).
+#ifdef INFINIBAND_VERBS_H
+#error "asio_rdma/error.hpp includes <infiniband/verbs.h>"
+#endif
+namespace asio_rdma::asio {}
+
 #include "../../lib/verbs_error.hpp"
+
+#include <infiniband/verbs.h>
 
 namespace ar = asio_rdma;
 

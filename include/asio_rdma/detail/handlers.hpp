@@ -8,8 +8,8 @@
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/append.hpp>
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/post.hpp>
 
 #include <cstddef>
@@ -25,8 +25,7 @@ namespace asio_rdma::detail {
 using size_handler = boost::asio::any_completion_handler<void(error_code, std::size_t)>;
 using void_handler = boost::asio::any_completion_handler<void(error_code)>;
 using connection_handler = boost::asio::any_completion_handler<void(error_code, connection)>;
-using request_handler =
-    boost::asio::any_completion_handler<void(error_code, connection_request)>;
+using request_handler = boost::asio::any_completion_handler<void(error_code, connection_request)>;
 
 /// True if `handler` runs on the I/O executor `io` itself (a coroutine on the
 /// connection's io_context, or a callback without an executor of its own):
@@ -35,16 +34,6 @@ using request_handler =
 template <typename Handler>
 bool runs_on(const Handler& handler, const boost::asio::any_io_executor& io) {
   return boost::asio::get_associated_executor(handler, io) == io;
-}
-
-/// Moves `source` into `target`. Use this instead of `target = std::move(source)`:
-/// Boost 1.81's any_completion_handler move assignment constructs from an
-/// lvalue, which its converting constructor wraps in itself without end.
-template <typename... Signatures>
-void assign_handler(boost::asio::any_completion_handler<Signatures...>& target,
-                    boost::asio::any_completion_handler<Signatures...>&& source) noexcept {
-  boost::asio::any_completion_handler<Signatures...> taken(std::move(source));
-  target.swap(taken);
 }
 
 /// Completes an operation that has no I/O object to run on (e.g. on a
