@@ -349,25 +349,15 @@ void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, 
     op_pool_.put(op);
     if (counted)
       op_finished();
-    received_message result = message ? *message : received_message();
-    if (direct)
-      std::move(handler)(ec, result);
-    else if (defer)
-      post_handler(ex_, std::move(handler), ec, result);
-    else
-      dispatch_handler(ex_, std::move(handler), ec, result);
+    invoke_handler(ex_, std::move(handler), direct, defer, ec,
+                   message ? *message : received_message());
     return;
   }
   auto handler = std::move(op->handler);
   op_pool_.put(op);
   if (counted)
     op_finished();
-  if (direct)
-    std::move(handler)(ec, bytes);
-  else if (defer)
-    post_handler(ex_, std::move(handler), ec, bytes);
-  else
-    dispatch_handler(ex_, std::move(handler), ec, bytes);
+  invoke_handler(ex_, std::move(handler), direct, defer, ec, bytes);
 }
 
 } // namespace asio_rdma::detail

@@ -76,4 +76,19 @@ void post_handler(const boost::asio::any_io_executor& io,
   post_completion(io, std::move(handler), std::move(args)...);
 }
 
+/// The handler's result on the completion path: called now when `direct` (the
+/// caller already runs on the handler's executor), queued when `defer`, else
+/// dispatched. The one place the completion path decides how a handler runs.
+template <typename Signature, typename... Args>
+void invoke_handler(const boost::asio::any_io_executor& io,
+                    boost::asio::any_completion_handler<Signature> handler, bool direct, bool defer,
+                    Args... args) {
+  if (direct)
+    std::move(handler)(std::move(args)...);
+  else if (defer)
+    post_handler(io, std::move(handler), std::move(args)...);
+  else
+    dispatch_handler(io, std::move(handler), std::move(args)...);
+}
+
 } // namespace asio_rdma::detail
