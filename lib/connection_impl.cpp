@@ -19,7 +19,7 @@ connection_impl::~connection_impl() {
 
 // ---------------------------------------------------------------- entry points
 
-void start_send(connection_impl* impl, const const_buffer_array& buffers,
+void start_send(connection_impl* impl, const buffer_view<asio::const_buffer>& buffers,
                 std::optional<std::uint32_t> immediate, size_handler handler, bool direct) {
   impl->send(buffers, immediate, std::move(handler), direct);
 }
@@ -29,7 +29,7 @@ void start_work(connection_impl* impl, const work_request& request, size_handler
   impl->work(request, std::move(handler), direct);
 }
 
-void start_receive_message(connection_impl* impl, const mutable_buffer_array& buffers,
+void start_receive_message(connection_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
                            message_handler handler, bool direct) {
   impl->receive_message(buffers, std::move(handler), direct);
 }
@@ -39,8 +39,8 @@ void start_receive_remote_buffer(connection_impl* impl, std::chrono::millisecond
   impl->receive_remote_buffer(timeout, std::move(handler));
 }
 
-void start_receive(connection_impl* impl, const mutable_buffer_array& buffers, size_handler handler,
-                   bool direct) {
+void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
+                   size_handler handler, bool direct) {
   impl->receive(buffers, std::move(handler), direct);
 }
 

@@ -47,11 +47,12 @@ public:
 
   // Operations (see connection.hpp for their contracts).
   // `direct`: the handler runs on this connection's executor (see runs_on).
-  void send(const const_buffer_array& buffers, std::optional<std::uint32_t> immediate,
+  void send(const buffer_view<asio::const_buffer>& buffers, std::optional<std::uint32_t> immediate,
             size_handler handler, bool direct);
   void work(const work_request& request, size_handler handler, bool direct);
-  void receive(const mutable_buffer_array& buffers, size_handler handler, bool direct);
-  void receive_message(const mutable_buffer_array& buffers, message_handler handler, bool direct);
+  void receive(const buffer_view<asio::mutable_buffer>& buffers, size_handler handler, bool direct);
+  void receive_message(const buffer_view<asio::mutable_buffer>& buffers, message_handler handler,
+                       bool direct);
   void receive_remote_buffer(std::chrono::milliseconds timeout, remote_buffer_handler handler);
   void disconnect(void_handler handler);
   void close() noexcept;
@@ -121,7 +122,7 @@ private:
   static void on_receive_complete(completion_target* target, const ibv_wc& wc);
   void deliver(operation* op);
   void release_receive(std::uint32_t slot);
-  operation* new_receive(const mutable_buffer_array& buffers, bool direct);
+  operation* new_receive(const buffer_view<asio::mutable_buffer>& buffers, bool direct);
   void start_receive(operation* op);
   error_code check_work(const work_request& request) const;
   void prepare_work(operation* op, const work_request& request);

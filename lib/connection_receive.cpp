@@ -18,24 +18,25 @@
 
 namespace asio_rdma::detail {
 
-void connection_impl::receive(const mutable_buffer_array& buffers, size_handler handler,
-                              bool direct) {
+void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
+                              size_handler handler, bool direct) {
   operation* op = new_receive(buffers, direct);
   assign_handler(op->handler, std::move(handler));
   start_receive(op);
 }
 
-void connection_impl::receive_message(const mutable_buffer_array& buffers, message_handler handler,
-                                      bool direct) {
+void connection_impl::receive_message(const buffer_view<asio::mutable_buffer>& buffers,
+                                      message_handler handler, bool direct) {
   operation* op = new_receive(buffers, direct);
   op->wants_message = true;
   assign_handler(op->message_handler_, std::move(handler));
   start_receive(op);
 }
 
-operation* connection_impl::new_receive(const mutable_buffer_array& buffers, bool direct) {
+operation* connection_impl::new_receive(const buffer_view<asio::mutable_buffer>& buffers,
+                                        bool direct) {
   operation* op = new_op(op_kind::receive, direct);
-  op->destination = buffers;
+  op->destination.assign(buffers);
   return op;
 }
 
@@ -106,8 +107,8 @@ void connection_impl::receive_remote_buffer(std::chrono::milliseconds timeout,
       locked->cancel.emit(asio::cancellation_type::terminal);
     }
   });
-  auto buffer = make_buffer_array<asio::mutable_buffer>(asio::buffer(wait->bytes));
-  receive(buffer,
+  const single_buffer<asio::mutable_buffer> buffer{asio::buffer(wait->bytes)};
+  receive(buffer.view(),
           asio::bind_cancellation_slot(
               wait->cancel.slot(),
               [wait, ex = ex_](error_code ec, std::size_t n) {

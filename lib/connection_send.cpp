@@ -16,7 +16,7 @@ namespace asio_rdma::detail {
 
 // ---------------------------------------------------------------- data path
 
-void connection_impl::send(const const_buffer_array& buffers,
+void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
                            std::optional<std::uint32_t> immediate, size_handler handler,
                            bool direct) {
   error_code ec;
@@ -31,10 +31,11 @@ void connection_impl::send(const const_buffer_array& buffers,
   if (ec)
     return complete(op, ec, 0, true);
   op->on_complete = &connection_impl::on_send_complete;
-  op->source = buffers;
   op->length = buffers.total_size;
   op->immediate = immediate;
-  if (op->length <= op->small.size()) {
+  if (op->length > op->small.size()) {
+    op->source.assign(buffers);
+  } else {
     // Copy small messages now: cheap, and the caller's buffer is free at once.
     std::byte* dst = op->small.data();
     for (std::size_t i = 0; i < buffers.count; ++i) {
@@ -43,6 +44,8 @@ void connection_impl::send(const const_buffer_array& buffers,
     }
     op->source.buffers[0] = asio::const_buffer(op->small.data(), op->length);
     op->source.count = op->length > 0 ? 1 : 0;
+    op->source.total_size = op->length;
+    op->source.too_many = false;
   }
   queue_send(op);
 }

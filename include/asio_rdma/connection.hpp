@@ -126,15 +126,15 @@ public:
   /// posted, an RC work request can only be withdrawn by closing the
   /// connection, which flushes every posted request.
   template <typename ConstBufferSequence, typename CompletionToken = boost::asio::deferred_t>
-    requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
-  auto async_send(const ConstBufferSequence& buffers, CompletionToken&& token = {});
+  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value auto
+  async_send(const ConstBufferSequence& buffers, CompletionToken&& token = {});
 
   /// The same with 32-bit immediate data (host order), which the receiver
   /// sees in received_message::immediate (async_receive_message).
   template <typename ConstBufferSequence, typename CompletionToken = boost::asio::deferred_t>
-    requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
-  auto async_send_with_imm(const ConstBufferSequence& buffers, std::uint32_t immediate,
-                           CompletionToken&& token = {});
+  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value auto
+  async_send_with_imm(const ConstBufferSequence& buffers, std::uint32_t immediate,
+                      CompletionToken&& token = {});
 
   /// Zero-copy send from registered memory: one buffer, or a gather list of
   /// up to min(16, options().max_send_sge) buffers (libiwarp's post_send_lmr /
@@ -217,14 +217,12 @@ public:
   /// or cancellation; a wc_category() error if the connection failed.
   ///
   /// Cancellation (any type) removes the pending receive; no message is lost.
-  template <typename MutableBufferSequence,
-            typename CompletionToken = boost::asio::deferred_t>
+  template <typename MutableBufferSequence, typename CompletionToken = boost::asio::deferred_t>
   auto async_receive(const MutableBufferSequence& buffers, CompletionToken&& token = {});
 
   /// As async_receive, reporting the immediate data and the kind of the
   /// message too. Completion signature: void(error_code, received_message).
-  template <typename MutableBufferSequence,
-            typename CompletionToken = boost::asio::deferred_t>
+  template <typename MutableBufferSequence, typename CompletionToken = boost::asio::deferred_t>
   auto async_receive_message(const MutableBufferSequence& buffers, CompletionToken&& token = {});
 
   /// Advertises `remote` to the peer: sends its 24-byte encoding as one
@@ -239,8 +237,7 @@ public:
   /// the message is not a valid advertisement (truncated, unknown version);
   /// those of async_receive. Cancellation (any type) is honoured.
   template <typename CompletionToken = boost::asio::deferred_t>
-  auto async_receive_remote_buffer(std::chrono::milliseconds timeout,
-                                   CompletionToken&& token = {});
+  auto async_receive_remote_buffer(std::chrono::milliseconds timeout, CompletionToken&& token = {});
 
   /// Disconnects gracefully: the peer sees end-of-stream, posted work is
   /// flushed (operation_aborted), pending receives complete with eof.
@@ -284,15 +281,16 @@ namespace detail {
 using message_handler = boost::asio::any_completion_handler<void(error_code, received_message)>;
 using remote_buffer_handler = boost::asio::any_completion_handler<void(error_code, remote_buffer)>;
 // `direct`: the handler runs on the connection's executor (see runs_on).
-void start_send(connection_impl* impl, const const_buffer_array& buffers,
+void start_send(connection_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
                 std::optional<std::uint32_t> immediate, size_handler handler, bool direct);
 void start_work(connection_impl* impl, const work_request& request, size_handler handler,
                 bool direct);
-void start_receive_message(connection_impl* impl, const mutable_buffer_array& buffers,
+void start_receive_message(connection_impl* impl,
+                           const buffer_view<boost::asio::mutable_buffer>& buffers,
                            message_handler handler, bool direct);
 void start_receive_remote_buffer(connection_impl* impl, std::chrono::milliseconds timeout,
                                  remote_buffer_handler handler);
-void start_receive(connection_impl* impl, const mutable_buffer_array& buffers,
+void start_receive(connection_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
                    size_handler handler, bool direct);
 void start_disconnect(connection_impl* impl, void_handler handler);
 } // namespace detail

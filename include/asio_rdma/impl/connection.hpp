@@ -7,44 +7,52 @@ namespace asio_rdma {
 namespace detail {
 
 /// Initiates a posted operation (send, write, read, atomics) described by
-/// `request`; Signature is void(error_code, std::size_t) or the same with
-/// std::uint64_t (one type on LP64).
-template <typename Signature, typename CompletionToken>
+/// `request` on the local buffers `local`; Signature is
+/// void(error_code, std::size_t) or the same with std::uint64_t (one type on
+/// LP64).
+template <typename Signature, std::size_t N, typename CompletionToken>
 auto initiate_work(connection_impl* impl, const boost::asio::any_io_executor* ex,
-                   const work_request& request, CompletionToken&& token) {
+                   const work_request& request, const local_capture<N>& local,
+                   CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, Signature>(
       [](auto handler, connection_impl* impl, const boost::asio::any_io_executor* ex,
-         const work_request& request) {
+         const work_request& request, const local_capture<N>& local) {
         if (!impl)
           return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
                              std::size_t(0));
         const bool direct = runs_on(handler, *ex);
-        start_work(impl, request, std::move(handler), direct);
+        start_work(impl, local.attach(request), std::move(handler), direct);
       },
-      token, impl, ex, request);
+      token, impl, ex, request, local);
 }
 
-inline work_request make_request(work_request::kind op, std::span<const local_buffer> local,
-                                 const remote_buffer& remote = {}) {
+inline work_request make_request(work_request::kind op, const remote_buffer& remote = {}) {
   work_request r;
   r.op = op;
-  r.add(local);
   r.remote = remote;
   return r;
+}
+
+/// One local buffer, or a list of up to work_request::max_local.
+inline local_capture<1> capture_local(const local_buffer& b) {
+  return local_capture<1>(std::span<const local_buffer>(&b, 1));
+}
+inline local_capture<work_request::max_local> capture_local(std::span<const local_buffer> list) {
+  return local_capture<work_request::max_local>(list);
 }
 
 } // namespace detail
 
 template <typename ConstBufferSequence, typename CompletionToken>
-  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
-auto connection::async_send(const ConstBufferSequence& buffers, CompletionToken&& token) {
+requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value auto
+connection::async_send(const ConstBufferSequence& buffers, CompletionToken&& token) {
   return async_send_with_imm_impl(buffers, std::nullopt, std::forward<CompletionToken>(token));
 }
 
 template <typename ConstBufferSequence, typename CompletionToken>
-  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
-auto connection::async_send_with_imm(const ConstBufferSequence& buffers, std::uint32_t immediate,
-                                     CompletionToken&& token) {
+requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value auto
+connection::async_send_with_imm(const ConstBufferSequence& buffers, std::uint32_t immediate,
+                                CompletionToken&& token) {
   return async_send_with_imm_impl(buffers, immediate, std::forward<CompletionToken>(token));
 }
 
@@ -53,69 +61,72 @@ auto connection::async_send_with_imm_impl(const ConstBufferSequence& buffers,
                                           std::optional<std::uint32_t> immediate,
                                           CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-      [](auto handler, detail::connection_impl* impl, const executor_type* ex,
-         const detail::const_buffer_array& b, std::optional<std::uint32_t> imm) {
+      [](auto handler, detail::connection_impl* impl, const executor_type* ex, const auto& b,
+         std::optional<std::uint32_t> imm) {
         if (!impl)
           return detail::post_result(std::move(handler),
                                      error_code(boost::asio::error::not_connected), std::size_t(0));
         const bool direct = detail::runs_on(handler, *ex);
-        detail::start_send(impl, b, imm, std::move(handler), direct);
+        detail::start_send(impl, b.view(), imm, std::move(handler), direct);
       },
-      token, impl_.get(), &ex_, detail::make_buffer_array<boost::asio::const_buffer>(buffers),
+      token, impl_.get(), &ex_, detail::capture_buffers<boost::asio::const_buffer>(buffers),
       immediate);
 }
 
 template <typename CompletionToken>
 auto connection::async_send(const local_buffer& buffer, CompletionToken&& token) {
-  return async_send(std::span<const local_buffer>(&buffer, 1),
-                    std::forward<CompletionToken>(token));
+  return detail::initiate_work<void(error_code, std::size_t)>(
+      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::send),
+      detail::capture_local(buffer), std::forward<CompletionToken>(token));
 }
 
 template <typename CompletionToken>
 auto connection::async_send(std::span<const local_buffer> buffers, CompletionToken&& token) {
   return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::send, buffers),
-      std::forward<CompletionToken>(token));
+      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::send),
+      detail::capture_local(buffers), std::forward<CompletionToken>(token));
 }
 
 template <typename CompletionToken>
 auto connection::async_write(const local_buffer& local, const remote_buffer& remote,
                              CompletionToken&& token) {
-  return async_write(std::span<const local_buffer>(&local, 1), remote,
-                     std::forward<CompletionToken>(token));
+  return detail::initiate_work<void(error_code, std::size_t)>(
+      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::write, remote),
+      detail::capture_local(local), std::forward<CompletionToken>(token));
 }
 
 template <typename CompletionToken>
 auto connection::async_write(std::span<const local_buffer> local, const remote_buffer& remote,
                              CompletionToken&& token) {
   return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::write, local, remote),
-      std::forward<CompletionToken>(token));
+      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::write, remote),
+      detail::capture_local(local), std::forward<CompletionToken>(token));
 }
 
 template <typename CompletionToken>
 auto connection::async_write_with_imm(const local_buffer& local, const remote_buffer& remote,
                                       std::uint32_t immediate, CompletionToken&& token) {
-  auto request = detail::make_request(detail::work_request::kind::write,
-                                      std::span<const local_buffer>(&local, 1), remote);
+  auto request = detail::make_request(detail::work_request::kind::write, remote);
   request.immediate = immediate;
-  return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), &ex_, request, std::forward<CompletionToken>(token));
+  return detail::initiate_work<void(error_code, std::size_t)>(impl_.get(), &ex_, request,
+                                                              detail::capture_local(local),
+                                                              std::forward<CompletionToken>(token));
 }
 
 template <typename CompletionToken>
 auto connection::async_read(const local_buffer& local, const remote_buffer& remote,
                             CompletionToken&& token) {
-  return async_read(std::span<const local_buffer>(&local, 1), remote,
-                    std::forward<CompletionToken>(token));
+  return detail::initiate_work<void(error_code, std::size_t)>(
+      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::read, remote),
+      detail::capture_local(local), std::forward<CompletionToken>(token));
 }
 
 template <typename CompletionToken>
 auto connection::async_read(std::span<const local_buffer> local, const remote_buffer& remote,
                             CompletionToken&& token) {
   return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::read, local, remote),
-      std::forward<CompletionToken>(token));
+      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::read, remote),
+      detail::capture_local(local), std::forward<CompletionToken>(token));
 }
 
 template <typename CompletionToken>
@@ -126,7 +137,8 @@ auto connection::async_fetch_add(const remote_buffer& remote, std::uint64_t valu
   request.remote = remote;
   request.compare_add = value;
   return detail::initiate_work<void(error_code, std::uint64_t)>(
-      impl_.get(), &ex_, request, std::forward<CompletionToken>(token));
+      impl_.get(), &ex_, request, detail::local_capture<0>({}),
+      std::forward<CompletionToken>(token));
 }
 
 template <typename CompletionToken>
@@ -138,37 +150,36 @@ auto connection::async_compare_swap(const remote_buffer& remote, std::uint64_t e
   request.compare_add = expected;
   request.swap = desired;
   return detail::initiate_work<void(error_code, std::uint64_t)>(
-      impl_.get(), &ex_, request, std::forward<CompletionToken>(token));
+      impl_.get(), &ex_, request, detail::local_capture<0>({}),
+      std::forward<CompletionToken>(token));
 }
 
 template <typename MutableBufferSequence, typename CompletionToken>
 auto connection::async_receive(const MutableBufferSequence& buffers, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-      [](auto handler, detail::connection_impl* impl, const executor_type* ex,
-         const detail::mutable_buffer_array& b) {
+      [](auto handler, detail::connection_impl* impl, const executor_type* ex, const auto& b) {
         if (!impl)
           return detail::post_result(std::move(handler),
                                      error_code(boost::asio::error::not_connected), std::size_t(0));
         const bool direct = detail::runs_on(handler, *ex);
-        detail::start_receive(impl, b, std::move(handler), direct);
+        detail::start_receive(impl, b.view(), std::move(handler), direct);
       },
-      token, impl_.get(), &ex_, detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
+      token, impl_.get(), &ex_, detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
 }
 
 template <typename MutableBufferSequence, typename CompletionToken>
 auto connection::async_receive_message(const MutableBufferSequence& buffers,
                                        CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, received_message)>(
-      [](auto handler, detail::connection_impl* impl, const executor_type* ex,
-         const detail::mutable_buffer_array& b) {
+      [](auto handler, detail::connection_impl* impl, const executor_type* ex, const auto& b) {
         if (!impl)
           return detail::post_result(std::move(handler),
                                      error_code(boost::asio::error::not_connected),
                                      received_message());
         const bool direct = detail::runs_on(handler, *ex);
-        detail::start_receive_message(impl, b, std::move(handler), direct);
+        detail::start_receive_message(impl, b.view(), std::move(handler), direct);
       },
-      token, impl_.get(), &ex_, detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
+      token, impl_.get(), &ex_, detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
 }
 
 template <typename CompletionToken>
@@ -182,9 +193,8 @@ auto connection::async_send_remote_buffer(const remote_buffer& remote, Completio
           return detail::post_result(std::move(handler),
                                      error_code(boost::asio::error::not_connected), std::size_t(0));
         // Short enough to go inline or be copied at post time: safe to point at.
-        detail::start_send(impl, detail::make_buffer_array<boost::asio::const_buffer>(
-                                     boost::asio::buffer(bytes)),
-                           std::nullopt, std::move(handler), false);
+        const detail::single_buffer<boost::asio::const_buffer> b{boost::asio::buffer(bytes)};
+        detail::start_send(impl, b.view(), std::nullopt, std::move(handler), false);
       },
       token, impl_.get(), remote.encode());
 }
@@ -195,9 +205,8 @@ auto connection::async_receive_remote_buffer(std::chrono::milliseconds timeout,
   return boost::asio::async_initiate<CompletionToken, void(error_code, remote_buffer)>(
       [](auto handler, detail::connection_impl* impl, std::chrono::milliseconds timeout) {
         if (!impl)
-          return detail::post_result(std::move(handler),
-                                     error_code(boost::asio::error::not_connected),
-                                     remote_buffer());
+          return detail::post_result(
+              std::move(handler), error_code(boost::asio::error::not_connected), remote_buffer());
         detail::start_receive_remote_buffer(impl, timeout, std::move(handler));
       },
       token, impl_.get(), timeout);
