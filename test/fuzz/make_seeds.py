@@ -24,6 +24,20 @@ write("remote_buffer", "valid_long", remote_buffer(1, 2, 3) + b"\0" * 8)
 write("remote_buffer", "truncated", remote_buffer(1, 2, 3)[:20])
 write("remote_buffer", "bad_version", remote_buffer(1, 2, 3, version=2))
 
+
+
+def qp_endpoint(link, qpn, psn, lid, port, mtu_code, gid, rr, depth, version=1):
+    return (b"QP" + struct.pack(">BBIIHBB", version, link, qpn, psn, lid, port, mtu_code) + gid +
+            struct.pack(">BB", rr, depth) + b"\0" * 6)
+
+
+ROCE_GID = bytes(10) + b"\xff\xff" + bytes([10, 0, 0, 1])
+write("queue_pair_endpoint", "roce", qp_endpoint(2, 0x11, 0x123456, 0, 1, 3, ROCE_GID, 16, 16))
+write("queue_pair_endpoint", "infiniband", qp_endpoint(1, 0xabcdef, 7, 5, 1, 5, bytes(16), 1, 1))
+write("queue_pair_endpoint", "bad_version",
+      qp_endpoint(2, 0x11, 1, 0, 1, 3, ROCE_GID, 1, 1, version=2))
+write("queue_pair_endpoint", "truncated", qp_endpoint(2, 0x11, 1, 0, 1, 3, ROCE_GID, 1, 1)[:39])
+
 MAGIC = 0x52444654
 
 
