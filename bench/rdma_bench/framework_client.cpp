@@ -183,6 +183,16 @@ std::string device_name(const asio_rdma::connection& c) {
 awaitable<result> run_size(const settings& s, std::size_t size, std::string& device) {
   auto ex = co_await asio::this_coro::executor;
   auto options = options_for(s, size);
+  if (s.shared_queues) {
+    // One CQ (and one fd wait) for every connection of this run.
+    asio_rdma::shared_queue_options q;
+    q.receive_queue_depth =
+        std::min<std::uint32_t>(65536, s.connections * options.receive_queue_depth);
+    q.max_message_size = options.max_message_size;
+    q.completion_queue_size = s.connections * options.send_queue_depth + q.receive_queue_depth;
+    q.completion_mode = options.completion_mode;
+    options.shared_queues = asio_rdma::shared_queues(ex, q);
+  }
   std::vector<std::unique_ptr<peer>> peers;
   for (std::uint32_t c = 0; c < s.connections; ++c) {
     auto conn = co_await asio_rdma::async_connect(ex, s.host, s.port, options, asio::use_awaitable);

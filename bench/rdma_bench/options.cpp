@@ -182,6 +182,9 @@ void describe(CLI::App& app, settings& s) {
           "how completions are waited for (default event; busy with --raw-verbs)")
       ->type_name("event|busy|adaptive");
   client->add_flag("--bidirectional", s.bidirectional, "both sides send (send bandwidth)");
+  client->add_flag("--shared-queues", s.shared_queues,
+                   "the client's connections share one completion queue and one shared receive "
+                   "queue (asio_rdma::shared_queues)");
   add_number(*client, "--inline", s.inline_size, 0, 1024, "inline threshold (default 64)", true);
   client->add_option("--json", s.json_path, "also write the results and parameters as JSON")
       ->type_name("FILE");
@@ -219,6 +222,10 @@ std::string check(const settings& s) {
     return "--raw-verbs does not run --bidirectional";
   if (s.raw_verbs && s.connections != 1)
     return "--raw-verbs runs one connection";
+  if (s.raw_verbs && s.shared_queues)
+    return "--shared-queues applies to asio_rdma connections, not --raw-verbs";
+  if (s.op == operation::ud_send && s.shared_queues)
+    return "--shared-queues applies to connections, not ud_send";
   if (s.raw_verbs && s.completion == completion_mode::adaptive)
     return "--raw-verbs supports --completion busy or event";
   if (s.op == operation::ud_send && s.raw_verbs)

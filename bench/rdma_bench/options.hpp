@@ -55,6 +55,7 @@ struct settings {
   double warmup = 0.5;          // seconds before measuring starts
   std::uint32_t depth = 128;    // operations in flight per connection
   std::uint32_t connections = 1;
+  bool shared_queues = false;   // framework client: its connections share one CQ and SRQ
   std::uint32_t coroutines = 0; // framework: coroutines per connection; 0: one per slot of depth
   completion_mode completion = completion_mode::event; // raw verbs: busy unless given
   bool completion_given = false;

@@ -24,10 +24,11 @@ void result::finish() {
 }
 
 void print_header(const settings& s, const std::string& device) {
-  std::printf("# rdma_bench %s %s %s, device %s, depth %u, connections %u, completion %s%s\n",
+  std::printf("# rdma_bench %s %s %s, device %s, depth %u, connections %u%s, completion %s%s\n",
               std::string(name(s.op)).c_str(), std::string(name(s.mode)).c_str(),
               s.raw_verbs ? "raw-verbs" : "asio_rdma", device.c_str(), s.depth, s.connections,
-              std::string(name(s.completion)).c_str(), s.bidirectional ? ", bidirectional" : "");
+              s.shared_queues ? " (shared queues)" : "", std::string(name(s.completion)).c_str(),
+              s.bidirectional ? ", bidirectional" : "");
   std::printf("# device %s\n", describe_device(device).c_str());
   if (s.mode == test_mode::bandwidth)
     std::printf("%10s %12s %10s %10s\n", "bytes", "iterations", "Gb/s", "Mmsg/s");
@@ -66,6 +67,7 @@ void write_json(const std::string& path, const settings& s, const std::string& d
         {"warmup_s", s.warmup},
         {"depth", s.depth},
         {"connections", s.connections},
+        {"shared_queues", s.shared_queues},
         {"coroutines", s.coroutines},
         {"completion", name(s.completion)},
         {"bidirectional", s.bidirectional},

@@ -13,8 +13,7 @@ namespace rdma_bench {
 
 /// `measure(s, size, device)` returns awaitable<result> and names the device
 /// it ran on (printed in the header once the first size is measured).
-template <class Measure>
-boost::asio::awaitable<int> run_sweep(const settings& s, Measure measure) {
+template <class Measure> boost::asio::awaitable<int> run_sweep(const settings& s, Measure measure) {
   std::vector<result> results;
   std::string device;
   bool header = false;

@@ -90,6 +90,8 @@ BOOST_AUTO_TEST_CASE(bad_options_say_why) {
   BOOST_TEST(rejects({"client", "h", "--op", "compare_swap"}, "8 bytes"));
   BOOST_TEST(rejects({"client", "h", "--raw-verbs", "--connections", "2"}, "one connection"));
   BOOST_TEST(rejects({"client", "h", "--mode", "lat", "--connections", "2"}, "one connection"));
+  BOOST_TEST(rejects({"client", "h", "--raw-verbs", "--shared-queues"}, "not --raw-verbs"));
+  BOOST_TEST(rejects({"client", "h", "--op", "ud_send", "--shared-queues"}, "not ud_send"));
   BOOST_TEST(rejects({"client", "h", "extra"}, "not expected: extra"));
   BOOST_TEST(rejects({"server", "--op", "send"}, "not expected"));
 }

@@ -50,7 +50,8 @@ for impl in framework raw; do
   done
 done
 # A sweep with two connections and a bidirectional run on the framework.
-for args in "--sizes 64,4096 --connections 2" "--bidirectional --size 1024"; do
+for args in "--sizes 64,4096 --connections 2" "--size 64 --connections 4 --shared-queues" \
+  "--bidirectional --size 1024"; do
   if out=$(timeout 120 "$B" client "$A" --port 7480 $args --depth 8 --duration 0.3 --warmup 0.1 2>&1); then
     echo "ok: $args"
   else
