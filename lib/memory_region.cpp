@@ -1,5 +1,6 @@
 // asio_rdma::memory_region and the remote_buffer encoding.
 #include "connection_impl.hpp"
+#include "internal_access.hpp"
 #include "verbs_error.hpp"
 
 #include <asio_rdma/memory_region.hpp>
@@ -47,7 +48,7 @@ remote_buffer remote_buffer::decode(std::span<const std::byte> bytes, error_code
 namespace {
 
 std::shared_ptr<void> pd_of(const connection& conn, ibv_pd*& pd, error_code& ec) {
-  auto* impl = conn.impl();
+  auto* impl = detail::internal_access::impl(conn);
   pd = impl ? impl->pd() : nullptr;
   if (!pd) {
     ec = boost::asio::error::not_connected;
