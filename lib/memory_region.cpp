@@ -45,6 +45,12 @@ remote_buffer remote_buffer::decode(std::span<const std::byte> bytes, error_code
 
 // ---------------------------------------------------------------- memory_region
 
+// memory_region.hpp spells the flags out so that it need not include verbs.h.
+static_assert(static_cast<int>(access::local_write) == IBV_ACCESS_LOCAL_WRITE);
+static_assert(static_cast<int>(access::remote_write) == IBV_ACCESS_REMOTE_WRITE);
+static_assert(static_cast<int>(access::remote_read) == IBV_ACCESS_REMOTE_READ);
+static_assert(static_cast<int>(access::remote_atomic) == IBV_ACCESS_REMOTE_ATOMIC);
+
 namespace {
 
 std::shared_ptr<void> pd_of(const connection& conn, ibv_pd*& pd, error_code& ec) {
