@@ -10,10 +10,9 @@ install(TARGETS asio_rdma EXPORT asio_rdma_targets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# detail/file_protocol.hpp forwards to lib/ for in-tree code only.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/asio_rdma
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev
-  FILES_MATCHING PATTERN "*.hpp" PATTERN "file_protocol.hpp" EXCLUDE)
+  FILES_MATCHING PATTERN "*.hpp")
 
 foreach(program rdma_echo rdma_bench rdma_cp raw_ping)
   if(TARGET ${program})

@@ -5,6 +5,7 @@
 
 #include "endpoint.hpp"
 #include "handler_completion.hpp"
+#include "internal_access.hpp"
 #include "qp_timers.hpp"
 #include "shared_queues_impl.hpp"
 #include "verbs_error.hpp"
@@ -166,7 +167,7 @@ error_code connection_impl::create_resources(ibv_context* context) {
   auto recv_depth = options_.receive_queue_depth;
   if (options_.shared_queues) {
     // Shared CQ and SRQ: receive buffers and completion mode are the shared ones.
-    shared_ = options_.shared_queues.impl();
+    shared_ = internal_access::impl(options_.shared_queues);
     if ((ec = shared_->bind(device_)))
       return ec;
     cq_ = shared_->cq();

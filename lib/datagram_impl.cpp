@@ -144,7 +144,7 @@ public:
       auto handle = std::make_shared<address_handle>();
       handle->owner = owner_.dev();
       ibv_ah_attr attr = ev.ud_ah_attr;
-      handle->ah = ::ibv_create_ah(owner_.dev()->pd.get(), &attr);
+      handle->ah.reset(::ibv_create_ah(owner_.dev()->pd.get(), &attr));
       if (!handle->ah)
         return finish(from_errno(), {});
       datagram_endpoint ep;
@@ -410,7 +410,7 @@ std::shared_ptr<address_handle> datagram_impl::handle_for(const datagram_endpoin
   attr.port_num = port_num_;
   auto handle = std::make_shared<address_handle>();
   handle->owner = device_;
-  handle->ah = ::ibv_create_ah(device_->pd.get(), &attr);
+  handle->ah.reset(::ibv_create_ah(device_->pd.get(), &attr));
   if (!handle->ah) {
     ec = from_errno();
     replies_.erase(peer.gid);
@@ -455,7 +455,7 @@ void datagram_impl::send(const const_buffer_array& b, const datagram_endpoint& p
   slot.handler.swap(handler);
   slot.direct = direct;
   slot.handle = std::move(handle);
-  post_send(slot, {data, b.total_size}, slot.handle->ah, peer);
+  post_send(slot, {data, b.total_size}, slot.handle->ah.get(), peer);
 }
 
 void datagram_impl::post_send(send_slot& slot, std::span<const std::byte> data, ibv_ah* ah,
@@ -506,7 +506,7 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     next.handler.swap(q.handler);
     next.direct = q.direct;
     next.handle = std::move(handle);
-    self.post_send(next, {data, q.data.size()}, next.handle->ah, q.peer);
+    self.post_send(next, {data, q.data.size()}, next.handle->ah.get(), q.peer);
   }
   if (!handler)
     return;
@@ -696,8 +696,11 @@ void datagram_impl::on_group_event(group& g, const cm_event& ev) {
     g.attached = true;
   auto handle = std::make_shared<address_handle>();
   handle->owner = device_;
-  if (!ec && !(handle->ah = ::ibv_create_ah(device_->pd.get(), &attr)))
-    ec = from_errno();
+  if (!ec) {
+    handle->ah.reset(::ibv_create_ah(device_->pd.get(), &attr));
+    if (!handle->ah)
+      ec = from_errno();
+  }
   if (ec) {
     detach(g);
     ::rdma_leave_multicast(g.id.get(), reinterpret_cast<sockaddr*>(&g.address));

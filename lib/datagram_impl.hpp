@@ -6,6 +6,7 @@
 #include "cm_channel.hpp"
 #include "completion_queue.hpp"
 #include "device.hpp"
+#include "handles.hpp"
 #include "receive_ring.hpp"
 
 #include <asio_rdma/datagram_socket.hpp>
@@ -20,12 +21,8 @@ namespace asio_rdma::detail {
 
 /// An ibv_ah shared by the endpoints that use it; keeps its PD's device alive.
 struct address_handle {
-  ibv_ah* ah = nullptr;
   std::shared_ptr<device> owner;
-  ~address_handle() {
-    if (ah)
-      ::ibv_destroy_ah(ah);
-  }
+  ah_ptr ah; // destroyed before `owner` lets the device go
 };
 
 /// A first-in first-out ring that grows when full and never shrinks, so the

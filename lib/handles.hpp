@@ -30,6 +30,12 @@ struct cq_deleter {
 struct qp_deleter {
   void operator()(ibv_qp* p) const noexcept { ::ibv_destroy_qp(p); }
 };
+struct srq_deleter {
+  void operator()(ibv_srq* p) const noexcept { ::ibv_destroy_srq(p); }
+};
+struct ah_deleter {
+  void operator()(ibv_ah* p) const noexcept { ::ibv_destroy_ah(p); }
+};
 struct flow_deleter {
   void operator()(ibv_flow* p) const noexcept { ::ibv_destroy_flow(p); }
 };
@@ -50,6 +56,8 @@ using mr_ptr = std::unique_ptr<ibv_mr, mr_deleter>;
 using comp_channel_ptr = std::unique_ptr<ibv_comp_channel, comp_channel_deleter>;
 using cq_ptr = std::unique_ptr<ibv_cq, cq_deleter>;
 using qp_ptr = std::unique_ptr<ibv_qp, qp_deleter>;
+using srq_ptr = std::unique_ptr<ibv_srq, srq_deleter>;
+using ah_ptr = std::unique_ptr<ibv_ah, ah_deleter>;
 using flow_ptr = std::unique_ptr<ibv_flow, flow_deleter>;
 using event_channel_ptr = std::unique_ptr<rdma_event_channel, event_channel_deleter>;
 using cm_id_ptr = std::unique_ptr<rdma_cm_id, cm_id_deleter>;

@@ -1,5 +1,6 @@
 // asio_rdma::memory_region and the remote_buffer encoding.
 #include "connection_impl.hpp"
+#include "internal_access.hpp"
 #include "verbs_error.hpp"
 
 #include <asio_rdma/memory_region.hpp>
@@ -44,10 +45,16 @@ remote_buffer remote_buffer::decode(std::span<const std::byte> bytes, error_code
 
 // ---------------------------------------------------------------- memory_region
 
+// memory_region.hpp spells the flags out so that it need not include verbs.h.
+static_assert(static_cast<int>(access::local_write) == IBV_ACCESS_LOCAL_WRITE);
+static_assert(static_cast<int>(access::remote_write) == IBV_ACCESS_REMOTE_WRITE);
+static_assert(static_cast<int>(access::remote_read) == IBV_ACCESS_REMOTE_READ);
+static_assert(static_cast<int>(access::remote_atomic) == IBV_ACCESS_REMOTE_ATOMIC);
+
 namespace {
 
 std::shared_ptr<void> pd_of(const connection& conn, ibv_pd*& pd, error_code& ec) {
-  auto* impl = conn.impl();
+  auto* impl = detail::internal_access::impl(conn);
   pd = impl ? impl->pd() : nullptr;
   if (!pd) {
     ec = boost::asio::error::not_connected;

@@ -43,7 +43,6 @@ public:
                   completion_target::function on_complete, void* owner);
 
   std::uint32_t depth() const { return static_cast<std::uint32_t>(slots_.size()); }
-  std::size_t slot_size() const { return block_.slot_size; }
   std::byte* slot(std::uint32_t index) const { return block_.slot(index); }
 
   /// Gives a slot back; it is posted again by the next post_to().
@@ -55,8 +54,7 @@ public:
   error_code post_to(ibv_qp* qp);
   error_code post_to(ibv_srq* srq);
 
-  /// Slots currently posted (the device may write into them).
-  std::uint32_t posted() const { return posted_; }
+  /// Counts a posted slot's completion (see posted_).
   void completed() { --posted_; }
 
 private:
@@ -68,6 +66,9 @@ private:
   std::vector<std::uint32_t> released_;
   std::vector<ibv_recv_wr> wrs_;
   std::vector<ibv_sge> sges_;
+  // Slots posted and not yet completed. Nothing reads it: it goes, with
+  // completed() and its three calls (shared_queues_impl.cpp, datagram_impl.cpp,
+  // connection_receive.cpp), once connection_receive.cpp is free to change.
   std::uint32_t posted_ = 0;
 };
 

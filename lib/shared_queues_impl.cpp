@@ -27,7 +27,7 @@ error_code shared_queues_impl::bind(const std::shared_ptr<device>& dev) {
   ibv_srq_init_attr attr{};
   attr.attr.max_wr = options_.receive_queue_depth;
   attr.attr.max_sge = 1;
-  std::unique_ptr<ibv_srq, srq_deleter> srq(::ibv_create_srq(dev->pd.get(), &attr));
+  srq_ptr srq(::ibv_create_srq(dev->pd.get(), &attr));
   if (!srq)
     return from_errno();
   if ((ec = ring_.init(dev->pd.get(), options_.receive_queue_depth, options_.max_message_size,

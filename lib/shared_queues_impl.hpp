@@ -5,6 +5,7 @@
 
 #include "completion_queue.hpp"
 #include "device.hpp"
+#include "handles.hpp"
 #include "receive_ring.hpp"
 
 #include <asio_rdma/shared_queues.hpp>
@@ -15,10 +16,6 @@
 namespace asio_rdma::detail {
 
 class connection_impl;
-
-struct srq_deleter {
-  void operator()(ibv_srq* p) const noexcept { ::ibv_destroy_srq(p); }
-};
 
 class shared_queues_impl : public std::enable_shared_from_this<shared_queues_impl> {
 public:
@@ -52,7 +49,7 @@ private:
   shared_queue_options options_;
   std::shared_ptr<device> device_;
   std::shared_ptr<completion_queue> cq_;
-  std::unique_ptr<ibv_srq, srq_deleter> srq_;
+  srq_ptr srq_;
   receive_ring ring_;
   bool post_scheduled_ = false;
   bool in_batch_ = false;

@@ -5,7 +5,7 @@
 // Checksums a buffer of MEBIBYTES in 1 MiB pieces (the default chunk size of
 // the file transfer), ROUNDS times, and prints the best rate in GB/s
 // (10^9 bytes per second) and the CRC (the same every round).
-#include <asio_rdma/detail/file_protocol.hpp>
+#include "file_transfer/protocol.hpp" // lib/: the library's internal CRC-32C
 
 #include <algorithm>
 #include <chrono>

@@ -30,6 +30,7 @@ namespace asio_rdma {
 
 namespace detail {
 class connection_impl;
+struct internal_access;
 } // namespace detail
 
 /// What async_receive_message reports about one received message.
@@ -265,10 +266,9 @@ public:
   /// The protection domain of the connection's device (for memory_region).
   ibv_pd* native_protection_domain() const noexcept;
 
-  /// The implementation (for library internals).
-  detail::connection_impl* impl() const noexcept { return impl_.get(); }
-
 private:
+  friend struct detail::internal_access; // the library's way to impl_ (lib/internal_access.hpp)
+
   template <typename ConstBufferSequence, typename CompletionToken>
   auto async_send_with_imm_impl(const ConstBufferSequence& buffers,
                                 std::optional<std::uint32_t> immediate, CompletionToken&& token);

@@ -4,28 +4,29 @@
 #include <asio_rdma/error.hpp>
 #include <asio_rdma/remote_buffer.hpp>
 
-#include <infiniband/verbs.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <span>
 
+struct ibv_mr;
+struct ibv_pd;
+
 namespace asio_rdma {
 
 class connection;
 
 /// What a memory region allows (combine with |). Local read is always allowed.
+/// The values are the IBV_ACCESS_* flags of the same names.
 enum class access : int {
   none = 0,
-  local_write = IBV_ACCESS_LOCAL_WRITE,
-  remote_write = IBV_ACCESS_REMOTE_WRITE,
-  remote_read = IBV_ACCESS_REMOTE_READ,
-  remote_atomic = IBV_ACCESS_REMOTE_ATOMIC,
+  local_write = 1,   // IBV_ACCESS_LOCAL_WRITE
+  remote_write = 2,  // IBV_ACCESS_REMOTE_WRITE
+  remote_read = 4,   // IBV_ACCESS_REMOTE_READ
+  remote_atomic = 8, // IBV_ACCESS_REMOTE_ATOMIC
   /// Everything: local write, remote read, write and atomics.
-  all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-        IBV_ACCESS_REMOTE_ATOMIC,
+  all = local_write | remote_write | remote_read | remote_atomic,
 };
 constexpr access operator|(access a, access b) noexcept {
   return static_cast<access>(static_cast<int>(a) | static_cast<int>(b));

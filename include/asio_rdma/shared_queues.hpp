@@ -15,6 +15,7 @@ namespace asio_rdma {
 
 namespace detail {
 class shared_queues_impl;
+struct internal_access;
 } // namespace detail
 
 /// Sizes of a shared_queues.
@@ -69,10 +70,10 @@ public:
   explicit operator bool() const noexcept { return impl_ != nullptr; }
   /// Connections currently using the queues.
   std::size_t connections() const noexcept;
-  /// The implementation (used by the library).
-  const std::shared_ptr<detail::shared_queues_impl>& impl() const noexcept { return impl_; }
 
 private:
+  friend struct detail::internal_access; // the library's way to impl_ (lib/internal_access.hpp)
+
   std::shared_ptr<detail::shared_queues_impl> impl_;
 };
 

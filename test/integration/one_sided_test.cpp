@@ -6,6 +6,8 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <infiniband/verbs.h> // IBV_WC_REM_ACCESS_ERR
+
 #include <cstring>
 #include <numeric>
 #include <set>
