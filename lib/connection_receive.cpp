@@ -131,7 +131,6 @@ void connection_impl::receive_remote_buffer(std::chrono::milliseconds timeout,
 void connection_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
   auto* slot = static_cast<receive_slot*>(target);
   auto* self = static_cast<connection_impl*>(slot->owner);
-  self->receives_->completed();
   self->handle_receive(slot->index, wc);
 }
 

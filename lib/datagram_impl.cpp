@@ -526,7 +526,6 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
 void datagram_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
   auto& slot = *static_cast<receive_slot*>(target);
   auto& self = *static_cast<datagram_impl*>(slot.owner);
-  self.ring_.completed();
   if (wc.status != IBV_WC_SUCCESS) {
     if (self.open_ && wc.status != IBV_WC_WR_FLUSH_ERR) {
       self.ring_.release(slot.index); // a bad datagram is dropped, the buffer reused

@@ -57,13 +57,10 @@ template <typename Queue, typename Post>
 error_code receive_ring::post_released(Queue* queue, Post post) {
   if (released_.empty())
     return {};
-  const std::size_t n = chain();
+  chain();
   ibv_recv_wr* bad = nullptr;
-  if (int rc = post(queue, wrs_.data(), &bad)) {
-    posted_ += static_cast<std::uint32_t>(bad - wrs_.data());
+  if (int rc = post(queue, wrs_.data(), &bad))
     return from_returned_errno(rc);
-  }
-  posted_ += static_cast<std::uint32_t>(n);
   return {};
 }
 

@@ -54,9 +54,6 @@ public:
   error_code post_to(ibv_qp* qp);
   error_code post_to(ibv_srq* srq);
 
-  /// Counts a posted slot's completion (see posted_).
-  void completed() { --posted_; }
-
 private:
   std::size_t chain();
   template <typename Queue, typename Post> error_code post_released(Queue* queue, Post post);
@@ -66,10 +63,6 @@ private:
   std::vector<std::uint32_t> released_;
   std::vector<ibv_recv_wr> wrs_;
   std::vector<ibv_sge> sges_;
-  // Slots posted and not yet completed. Nothing reads it: it goes, with
-  // completed() and its three calls (shared_queues_impl.cpp, datagram_impl.cpp,
-  // connection_receive.cpp), once connection_receive.cpp is free to change.
-  std::uint32_t posted_ = 0;
 };
 
 } // namespace asio_rdma::detail

@@ -49,7 +49,6 @@ error_code shared_queues_impl::bind(const std::shared_ptr<device>& dev) {
 void shared_queues_impl::on_receive(completion_target* target, const ibv_wc& wc) {
   auto* slot = static_cast<receive_slot*>(target);
   auto* self = static_cast<shared_queues_impl*>(slot->owner);
-  self->ring_.completed();
   self->in_batch_ = true;
   connection_impl* conn = self->find(wc.qp_num);
   if (!conn) { // its connection is gone: the buffer is free again
