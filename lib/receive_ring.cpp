@@ -37,7 +37,7 @@ error_code receive_ring::init(ibv_pd* pd, std::uint32_t depth, std::size_t slot_
   return {};
 }
 
-std::size_t receive_ring::chain() {
+void receive_ring::chain() {
   const std::size_t n = released_.size();
   for (std::size_t k = 0; k < n; ++k) {
     auto& s = slots_[released_[k]];
@@ -50,7 +50,6 @@ std::size_t receive_ring::chain() {
     wrs_[k].next = k + 1 < n ? &wrs_[k + 1] : nullptr;
   }
   released_.clear();
-  return n;
 }
 
 template <typename Queue, typename Post>

@@ -55,7 +55,7 @@ public:
   error_code post_to(ibv_srq* srq);
 
 private:
-  std::size_t chain();
+  void chain();
   template <typename Queue, typename Post> error_code post_released(Queue* queue, Post post);
 
   registered_block block_;

@@ -127,15 +127,15 @@ public:
   /// posted, an RC work request can only be withdrawn by closing the
   /// connection, which flushes every posted request.
   template <typename ConstBufferSequence, typename CompletionToken = boost::asio::deferred_t>
-  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value auto
-  async_send(const ConstBufferSequence& buffers, CompletionToken&& token = {});
+    requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
+  auto async_send(const ConstBufferSequence& buffers, CompletionToken&& token = {});
 
   /// The same with 32-bit immediate data (host order), which the receiver
   /// sees in received_message::immediate (async_receive_message).
   template <typename ConstBufferSequence, typename CompletionToken = boost::asio::deferred_t>
-  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value auto
-  async_send_with_imm(const ConstBufferSequence& buffers, std::uint32_t immediate,
-                      CompletionToken&& token = {});
+    requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
+  auto async_send_with_imm(const ConstBufferSequence& buffers, std::uint32_t immediate,
+                           CompletionToken&& token = {});
 
   /// Zero-copy send from registered memory: one buffer, or a gather list of
   /// up to min(16, options().max_send_sge) buffers (libiwarp's post_send_lmr /

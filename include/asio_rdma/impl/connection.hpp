@@ -44,15 +44,15 @@ inline local_capture<work_request::max_local> capture_local(std::span<const loca
 } // namespace detail
 
 template <typename ConstBufferSequence, typename CompletionToken>
-requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value auto
-connection::async_send(const ConstBufferSequence& buffers, CompletionToken&& token) {
+  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
+auto connection::async_send(const ConstBufferSequence& buffers, CompletionToken&& token) {
   return async_send_with_imm_impl(buffers, std::nullopt, std::forward<CompletionToken>(token));
 }
 
 template <typename ConstBufferSequence, typename CompletionToken>
-requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value auto
-connection::async_send_with_imm(const ConstBufferSequence& buffers, std::uint32_t immediate,
-                                CompletionToken&& token) {
+  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
+auto connection::async_send_with_imm(const ConstBufferSequence& buffers, std::uint32_t immediate,
+                                     CompletionToken&& token) {
   return async_send_with_imm_impl(buffers, immediate, std::forward<CompletionToken>(token));
 }
 
