@@ -3,6 +3,7 @@
 #pragma once
 
 #include <asio_rdma/connection.hpp>
+#include <asio_rdma/connection_request.hpp>
 #include <asio_rdma/shared_queues.hpp>
 
 #include <memory>
@@ -10,6 +11,14 @@
 namespace asio_rdma::detail {
 
 struct internal_access {
+  /// The public handles of what the library made (an established connection,
+  /// an acceptor's request): their constructors are private.
+  static connection make_connection(std::shared_ptr<connection_impl> impl) noexcept {
+    return connection(std::move(impl));
+  }
+  static connection_request make_request(pending_request_ptr request) noexcept {
+    return connection_request(std::move(request));
+  }
   static connection_impl* impl(const connection& c) noexcept { return c.impl_.get(); }
   static const std::shared_ptr<shared_queues_impl>& impl(const shared_queues& q) noexcept {
     return q.impl_;

@@ -73,8 +73,6 @@ public:
   /// A connection that is not open; every operation fails with
   /// asio::error::not_connected.
   connection() noexcept;
-  /// Wraps an established connection (used by async_connect and acceptors).
-  explicit connection(std::shared_ptr<detail::connection_impl> impl) noexcept;
   /// Move constructor: takes over the resources of the object moved from, which is left empty.
   connection(connection&&) noexcept;
   /// Closes this connection (see close()) and takes over `other`'s.
@@ -269,6 +267,9 @@ public:
 private:
   friend struct detail::internal_access; // the library's way to impl_ (lib/internal_access.hpp)
 
+  /// Wraps an established connection (the library's, through internal_access).
+  explicit connection(std::shared_ptr<detail::connection_impl> impl) noexcept;
+
   template <typename ConstBufferSequence, typename CompletionToken>
   auto async_send_with_imm_impl(const ConstBufferSequence& buffers,
                                 std::optional<std::uint32_t> immediate, CompletionToken&& token);
@@ -279,7 +280,6 @@ private:
 
 namespace detail {
 using message_handler = boost::asio::any_completion_handler<void(error_code, received_message)>;
-using remote_buffer_handler = boost::asio::any_completion_handler<void(error_code, remote_buffer)>;
 // `direct`: the handler runs on the connection's executor (see runs_on).
 void start_send(connection_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
                 std::optional<std::uint32_t> immediate, size_handler handler, bool direct);
@@ -288,8 +288,6 @@ void start_work(connection_impl* impl, const work_request& request, size_handler
 void start_receive_message(connection_impl* impl,
                            const buffer_view<boost::asio::mutable_buffer>& buffers,
                            message_handler handler, bool direct);
-void start_receive_remote_buffer(connection_impl* impl, std::chrono::milliseconds timeout,
-                                 remote_buffer_handler handler);
 void start_receive(connection_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
                    size_handler handler, bool direct);
 void start_disconnect(connection_impl* impl, void_handler handler);

@@ -12,6 +12,7 @@ namespace asio_rdma {
 
 namespace detail {
 struct pending_request;
+struct internal_access;
 /// Out of line so that the handle works with pending_request incomplete.
 struct pending_request_deleter {
   void operator()(pending_request* request) const noexcept;
@@ -29,8 +30,6 @@ void start_accept_request_as_connection(pending_request_ptr request,
 class connection_request {
 public:
   connection_request() noexcept;
-  /// Takes over a request from the acceptor (used by the library).
-  explicit connection_request(detail::pending_request_ptr request) noexcept;
   /// Move constructor: takes over the resources of the object moved from, which is left empty.
   connection_request(connection_request&&) noexcept;
   /// Move assignment: releases what this object holds, then takes over what the other one held.
@@ -75,6 +74,11 @@ public:
   void reject(std::span<const std::byte> private_data, error_code& ec);
 
 private:
+  friend struct detail::internal_access; // lib/internal_access.hpp
+
+  /// Takes over a request from the acceptor.
+  explicit connection_request(detail::pending_request_ptr request) noexcept;
+
   detail::pending_request_ptr request_;
 };
 

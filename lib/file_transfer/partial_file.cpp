@@ -1,6 +1,6 @@
 // Safe creation of received files (see partial_file.hpp).
 #include "partial_file.hpp"
-#include "verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 #include "protocol.hpp"
 

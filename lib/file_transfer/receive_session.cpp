@@ -5,7 +5,7 @@
 #include "authentication.hpp"
 #include "control.hpp"
 #include "file_name.hpp"
-#include "verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/post.hpp>

@@ -2,7 +2,7 @@
 // include/asio_rdma/file_transfer.hpp).
 #include "receive_session.hpp"
 #include "receiver_impl.hpp"
-#include "verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>

@@ -6,7 +6,7 @@
 #include "deadline.hpp"
 #include "partial_file.hpp"
 #include "send_entries.hpp"
-#include "verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 #include <asio_rdma/file_transfer.hpp>
 

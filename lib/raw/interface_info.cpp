@@ -1,6 +1,6 @@
 #include "raw/interface_info.hpp"
 
-#include "verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 #include <net/if.h>
 #include <net/if_arp.h>

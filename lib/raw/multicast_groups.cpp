@@ -1,6 +1,6 @@
 #include "raw/multicast_groups.hpp"
 
-#include "verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

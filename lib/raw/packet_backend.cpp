@@ -1,7 +1,7 @@
 #include "raw/packet_backend.hpp"
 
 #include "raw/bpf_filter.hpp"
-#include "verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 #include <linux/if_ether.h>
 #include <linux/sockios.h>

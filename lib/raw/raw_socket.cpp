@@ -2,7 +2,7 @@
 // back halves, and the batches and flow handles that lend its resources.
 #include <asio_rdma/raw_socket.hpp>
 
-#include "handler_completion.hpp"
+#include "async/handler_completion.hpp"
 #include "raw/bpf_filter.hpp"
 #include "raw/packet_backend.hpp"
 #include "raw/raw_socket_core.hpp"

@@ -1,6 +1,6 @@
 #include "raw/raw_socket_core.hpp"
 
-#include "handler_completion.hpp"
+#include "async/handler_completion.hpp"
 
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>

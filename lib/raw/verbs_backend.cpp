@@ -1,9 +1,10 @@
 #include "raw/verbs_backend.hpp"
 
-#include "handles.hpp"
 #include "raw/verbs_device.hpp"
 #include "raw/verbs_flow.hpp"
-#include "verbs_error.hpp"
+#include "verbs/event_counted_cq.hpp"
+#include "verbs/handles.hpp"
+#include "verbs/verbs_error.hpp"
 
 #include <infiniband/verbs.h>
 
@@ -20,36 +21,6 @@ namespace {
 // std::aligned_alloc, so it is released with std::free.
 struct free_deleter {
   void operator()(std::byte* p) const noexcept { std::free(p); }
-};
-
-// A CQ with its unacknowledged event count: every event is acknowledged before destruction.
-// (Not the connections' detail::completion_queue: that one waits on its channel and dispatches
-// each completion to a work request's target; this backend polls its CQs itself from
-// raw_socket_core's waits.)
-class event_counted_cq {
-public:
-  error_code create(ibv_context* context, int entries, ibv_comp_channel* channel) noexcept {
-    cq_.reset(ibv_create_cq(context, entries, nullptr, channel, 0));
-    return cq_ ? error_code() : from_errno();
-  }
-  ibv_cq* get() const noexcept { return cq_.get(); }
-  void event_received() noexcept {
-    if (++unacked_ >= 64) {
-      ibv_ack_cq_events(cq_.get(), unacked_);
-      unacked_ = 0;
-    }
-  }
-  void reset() noexcept {
-    if (cq_ && unacked_)
-      ibv_ack_cq_events(cq_.get(), unacked_);
-    unacked_ = 0;
-    cq_.reset();
-  }
-  ~event_counted_cq() { reset(); }
-
-private:
-  cq_ptr cq_;
-  unsigned unacked_ = 0;
 };
 
 bool means_unsupported(int error) {
@@ -331,7 +302,7 @@ void verbs_backend::consume_event(ibv_comp_channel* channel, event_counted_cq& c
   ibv_cq* event_cq = nullptr;
   void* context = nullptr;
   while (ibv_get_cq_event(channel, &event_cq, &context) == 0) {
-    cq.event_received();
+    cq.events_received();
     armed = false;
   }
 }

@@ -1,12 +1,12 @@
 // Fuzzes the conversions between rdma_cm's socket addresses and Asio
-// endpoints (lib/endpoint.cpp), fed with what async_connect and the acceptor
+// endpoints (lib/cm/endpoint.cpp), fed with what async_connect and the acceptor
 // parse from a user's host text, and with raw sockaddr bytes as rdma_cm
 // reports a peer's and our own address. Invariants: an endpoint converts to a
 // sockaddr and back unchanged; a sockaddr of any other family, or none, gives
 // the default endpoint; nothing reads past a sockaddr_storage.
 #include "fuzz_check.hpp"
 
-#include "endpoint.hpp"
+#include "cm/endpoint.hpp"
 
 #include <boost/asio/ip/address.hpp>
 

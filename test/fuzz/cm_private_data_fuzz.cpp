@@ -7,7 +7,7 @@
 // byte for byte; nothing is read beyond what the peer sent.
 #include "fuzz_check.hpp"
 
-#include "cm_channel.hpp"
+#include "cm/cm_channel.hpp"
 
 #include <asio_rdma/remote_buffer.hpp>
 

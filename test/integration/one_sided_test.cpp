@@ -4,6 +4,8 @@
 #include "rdma_test.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <infiniband/verbs.h> // IBV_WC_REM_ACCESS_ERR
@@ -317,7 +319,24 @@ BOOST_AUTO_TEST_CASE(advertisement_timeout_and_malformed_advertisement) {
     auto [e2, r2] = co_await p.client.async_receive_remote_buffer(
         std::chrono::seconds(10), asio::as_tuple(use_awaitable));
     BOOST_TEST(e2 == ar::errc::protocol_error, e2.message());
+    // Longer than any advertisement: a protocol error too, not a truncation.
+    std::array<std::byte, 100> long_message{};
+    co_await p.server.async_send(asio::buffer(long_message), use_awaitable);
+    auto [e3, r3] = co_await p.client.async_receive_remote_buffer(
+        std::chrono::seconds(10), asio::as_tuple(use_awaitable));
+    BOOST_TEST(e3 == ar::errc::protocol_error, e3.message());
+    // The caller's cancellation, of any type (partial here), ends the wait.
+    asio::cancellation_signal cancel;
+    asio::steady_timer soon(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
+    soon.async_wait([&](const ar::error_code&) { cancel.emit(asio::cancellation_type::partial); });
+    auto [e4, r4] = co_await p.client.async_receive_remote_buffer(
+        std::chrono::seconds(10),
+        asio::bind_cancellation_slot(cancel.slot(), asio::as_tuple(use_awaitable)));
+    BOOST_TEST(e4 == asio::error::operation_aborted, e4.message());
     BOOST_TEST(p.client.is_open());
+    // After all of that, a real advertisement still arrives intact.
+    ar::memory_region region(p.server, 4096, ar::access::remote_write);
+    BOOST_TEST((co_await exchange(p, region) == region.remote()));
   });
 }
 

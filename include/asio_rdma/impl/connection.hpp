@@ -1,7 +1,16 @@
 // Template bodies of asio_rdma::connection.
 #pragma once
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/compose.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/system_executor.hpp>
+
 #include <array>
+#include <memory>
 
 namespace asio_rdma {
 namespace detail {
@@ -40,6 +49,70 @@ inline local_capture<1> capture_local(const local_buffer& b) {
 inline local_capture<work_request::max_local> capture_local(std::span<const local_buffer> list) {
   return local_capture<work_request::max_local>(list);
 }
+
+/// async_receive_remote_buffer, composed of the public async_receive and a
+/// steady_timer: the receive goes into a buffer of its own, bound to a
+/// cancellation signal that the timer and the caller's cancellation emit.
+class receive_remote_buffer_op {
+public:
+  /// `ex`: the connection's executor, empty for a connection that is not open
+  /// (its async_receive fails with not_connected; no timer is needed).
+  receive_remote_buffer_op(connection& conn, const boost::asio::any_io_executor& ex,
+                           std::chrono::milliseconds timeout)
+      : conn_(&conn), ex_(ex), timeout_(timeout) {}
+
+  template <typename Self> void operator()(Self& self) {
+    state_ = std::make_shared<state>();
+    if (!ex_)
+      return conn_->async_receive(boost::asio::buffer(state_->bytes), std::move(self));
+    // Every cancellation type stops the wait (as documented).
+    self.reset_cancellation_state(boost::asio::enable_total_cancellation());
+    std::weak_ptr<state> weak = state_;
+    auto& timer = state_->timer.emplace(ex_);
+    timer.expires_after(timeout_);
+    timer.async_wait([weak](const error_code& ec) {
+      if (auto s = weak.lock(); s && !ec) {
+        s->timed_out = true;
+        s->cancel.emit(boost::asio::cancellation_type::terminal);
+      }
+    });
+    auto caller = self.get_cancellation_state().slot();
+    if (caller.is_connected())
+      caller.assign([weak](boost::asio::cancellation_type type) {
+        if (auto s = weak.lock())
+          s->cancel.emit(type);
+      });
+    auto& s = *state_;
+    conn_->async_receive(boost::asio::buffer(s.bytes),
+                         boost::asio::bind_cancellation_slot(s.cancel.slot(), std::move(self)));
+  }
+
+  template <typename Self> void operator()(Self& self, error_code ec, std::size_t length) {
+    auto s = std::move(state_);
+    if (s->timer)
+      s->timer->cancel();
+    remote_buffer result;
+    if (!ec)
+      result = remote_buffer::decode(std::span<const std::byte>(s->bytes.data(), length), ec);
+    else if (ec == boost::asio::error::operation_aborted && s->timed_out)
+      ec = boost::asio::error::timed_out;
+    else if (ec == errc::buffer_too_small)
+      ec = errc::protocol_error; // far longer than an advertisement
+    self.complete(ec, result);
+  }
+
+private:
+  struct state {
+    std::optional<boost::asio::steady_timer> timer;
+    boost::asio::cancellation_signal cancel; // cancels the receive
+    std::array<std::byte, 64> bytes{};       // an advertisement is 24 bytes
+    bool timed_out = false;
+  };
+  connection* conn_; // used only while initiating: the caller may move the connection later
+  boost::asio::any_io_executor ex_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<state> state_;
+};
 
 } // namespace detail
 
@@ -202,14 +275,9 @@ auto connection::async_send_remote_buffer(const remote_buffer& remote, Completio
 template <typename CompletionToken>
 auto connection::async_receive_remote_buffer(std::chrono::milliseconds timeout,
                                              CompletionToken&& token) {
-  return boost::asio::async_initiate<CompletionToken, void(error_code, remote_buffer)>(
-      [](auto handler, detail::connection_impl* impl, std::chrono::milliseconds timeout) {
-        if (!impl)
-          return detail::post_result(
-              std::move(handler), error_code(boost::asio::error::not_connected), remote_buffer());
-        detail::start_receive_remote_buffer(impl, timeout, std::move(handler));
-      },
-      token, impl_.get(), timeout);
+  return boost::asio::async_compose<CompletionToken, void(error_code, remote_buffer)>(
+      detail::receive_remote_buffer_op(*this, ex_, timeout), token,
+      ex_ ? ex_ : executor_type(boost::asio::system_executor()));
 }
 
 template <typename CompletionToken> auto connection::async_disconnect(CompletionToken&& token) {

@@ -1,0 +1,182 @@
+#include "async/completion_queue.hpp"
+
+#include "verbs/verbs_error.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include <fcntl.h>
+
+namespace asio_rdma::detail {
+
+std::shared_ptr<completion_queue> completion_queue::create(const asio::any_io_executor& ex,
+                                                           ibv_context* device, int entries,
+                                                           error_code& ec) {
+  comp_channel_ptr channel(::ibv_create_comp_channel(device));
+  if (!channel) {
+    ec = from_errno();
+    return nullptr;
+  }
+  if ((ec = set_nonblocking(channel->fd)))
+    return nullptr;
+  cq_ptr cq(::ibv_create_cq(device, entries, nullptr, channel.get(), 0));
+  if (!cq) {
+    ec = from_errno();
+    return nullptr;
+  }
+  ec = {};
+  auto self = std::make_shared<completion_queue>(ex, std::move(channel), std::move(cq));
+  self->waiter_.set_owner(self);
+  return self;
+}
+
+completion_queue::completion_queue(const asio::any_io_executor& ex, comp_channel_ptr channel,
+                                   cq_ptr cq)
+    : ex_(ex), channel_(std::move(channel)), cq_(std::move(cq)),
+      waiter_(ex, channel_->fd, &completion_queue::on_readable, this) {}
+
+// cq_ acknowledges its events and is destroyed before channel_ (member order).
+completion_queue::~completion_queue() = default;
+
+error_code completion_queue::start() {
+  if (int rc = ::ibv_req_notify_cq(cq_.get(), 0))
+    return from_returned_errno(rc);
+  armed_ = true;
+  return {};
+}
+
+void completion_queue::add_interest() {
+  if (interest_++ > 0)
+    return;
+  if (mode_ == completion_mode::event) {
+    listen_to_channel(true);
+  } else {
+    last_activity_ = std::chrono::steady_clock::now();
+    schedule_spin();
+  }
+}
+
+void completion_queue::remove_interest() {
+  if (--interest_ == 0)
+    listen_to_channel(false); // a spin loop ends by itself
+}
+
+void completion_queue::listen_to_channel(bool on) {
+  if (on == channel_interest_)
+    return;
+  channel_interest_ = on;
+  if (!on)
+    return waiter_.remove_interest();
+  // Re-arm (a system call on some devices) only if an event was consumed
+  // since the last arming: an armed CQ stays armed until it raises an event,
+  // and an event raised meanwhile is waiting in the channel. Then poll once
+  // more, so that a completion that arrived in between is not left behind.
+  if (!armed_) {
+    ::ibv_req_notify_cq(cq_.get(), 0);
+    armed_ = true;
+  }
+  poll();
+  waiter_.add_interest();
+}
+
+void completion_queue::schedule_spin() {
+  if (spin_scheduled_ || stopped_)
+    return;
+  spin_scheduled_ = true;
+  boost::asio::post(ex_, [weak = weak_from_this()] {
+    if (auto self = weak.lock()) {
+      self->spin_scheduled_ = false;
+      self->spin();
+    }
+  });
+}
+
+void completion_queue::spin() {
+  if (stopped_ || interest_ == 0)
+    return;
+  // Poll in a tight loop before yielding: every trip through the scheduler
+  // costs an epoll_wait, far more than an empty ibv_poll_cq.
+  // One keep-alive for the turn, not one per empty poll.
+  auto owner = owner_.lock();
+  if (!owner)
+    return;
+  int found = 0;
+  for (int i = 0; i < spin_polls && found == 0 && interest_ > 0 && !stopped_; ++i)
+    found = poll_unguarded();
+  const auto now = std::chrono::steady_clock::now();
+  if (found > 0)
+    last_activity_ = now;
+  if (interest_ == 0)
+    return;
+  if (mode_ == completion_mode::busy_poll || now - last_activity_ < spin_) {
+    listen_to_channel(false);
+    schedule_spin(); // yields to other handlers between polls
+  } else {
+    listen_to_channel(true); // adaptive: idle long enough, sleep on the channel
+  }
+}
+
+void completion_queue::stop() {
+  stopped_ = true;
+  waiter_.stop();
+}
+
+void completion_queue::drain_events() {
+  // One keep-alive for the whole drain (the handlers may drop the last
+  // reference to the owner, and with it to this queue).
+  auto keep_alive = shared_from_this();
+  auto owner = owner_.lock();
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  unsigned events = 0;
+  while (::ibv_get_cq_event(channel_.get(), &cq, &context) == 0)
+    ++events;
+  cq_.events_received(events);
+  // Re-arm before the final drain: a completion that arrives after the last
+  // poll then raises a new event instead of being stranded.
+  ::ibv_req_notify_cq(cq_.get(), 0);
+  armed_ = true;
+  if (owner)
+    poll_unguarded();
+  if (mode_ == completion_mode::adaptive && interest_ > 0) {
+    // Activity: poll for a while instead of waiting for the next event.
+    last_activity_ = std::chrono::steady_clock::now();
+    listen_to_channel(false);
+    schedule_spin();
+  }
+}
+
+int completion_queue::poll() {
+  if (polling_)
+    return 0;
+  auto keep_alive = shared_from_this();
+  auto owner = owner_.lock();
+  if (!owner)
+    return 0;
+  return poll_unguarded();
+}
+
+int completion_queue::poll_unguarded() {
+  if (polling_)
+    return 0;
+  polling_ = true;
+  int dispatched = 0;
+  ibv_wc wc[batch_size];
+  for (;;) {
+    int n = ::ibv_poll_cq(cq_.get(), batch_size, wc);
+    if (n <= 0)
+      break; // empty, or a failed poll: nothing to dispatch
+    for (int i = 0; i < n; ++i) {
+      auto* target = completion_target::from(wc[i]);
+      target->on_complete(target, wc[i]);
+    }
+    dispatched += n;
+    if (n < batch_size)
+      break;
+  }
+  polling_ = false;
+  if (listener_.after_batch)
+    listener_.after_batch(listener_.context);
+  return dispatched;
+}
+
+} // namespace asio_rdma::detail

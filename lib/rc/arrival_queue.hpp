@@ -1,0 +1,84 @@
+// Messages the device has received into the connection's receive ring and no
+// receive operation has taken yet, in arrival order, and the copy of one into
+// a receive's buffers. No verbs call: test/unit/rc/arrival_queue_test.cpp
+// covers it without a device.
+#pragma once
+
+#include <asio_rdma/detail/buffer_array.hpp>
+
+#include <boost/asio/buffer.hpp>
+
+#include <infiniband/verbs.h>
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace asio_rdma::detail {
+
+struct arrived_message {
+  std::uint32_t slot = 0;   // receive ring slot that holds the bytes
+  std::uint32_t length = 0;
+  std::uint32_t immediate = 0; // host order
+  bool has_immediate = false;
+  bool rdma_write = false; // RDMA write with immediate: the data is in our region, not the slot
+
+  /// What a successful receive completion in ring slot `slot` says.
+  static arrived_message from(std::uint32_t slot, const ibv_wc& wc) noexcept {
+    arrived_message m;
+    m.slot = slot;
+    m.length = wc.byte_len;
+    m.has_immediate = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+    m.immediate = m.has_immediate ? ntohl(wc.imm_data) : 0;
+    m.rdma_write = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM;
+    return m;
+  }
+};
+
+/// A fixed ring: at most as many messages can be waiting as receive buffers
+/// were posted, so its capacity is the receive queue depth and push never
+/// allocates.
+class arrival_queue {
+public:
+  void reset(std::size_t capacity) {
+    ring_.assign(capacity, arrived_message{});
+    head_ = count_ = 0;
+  }
+  bool empty() const noexcept { return count_ == 0; }
+  std::size_t size() const noexcept { return count_; }
+  bool full() const noexcept { return count_ == ring_.size(); }
+
+  /// The caller guarantees room (one slot per posted receive buffer).
+  void push(const arrived_message& m) noexcept {
+    ring_[(head_ + count_) % ring_.size()] = m;
+    ++count_;
+  }
+  const arrived_message& front() const noexcept { return ring_[head_]; }
+  void pop() noexcept {
+    head_ = (head_ + 1) % ring_.size();
+    --count_;
+  }
+
+private:
+  std::vector<arrived_message> ring_;
+  std::size_t head_ = 0;
+  std::size_t count_ = 0;
+};
+
+/// Copies a message of `length` bytes at `source` over `destination`'s
+/// buffers in order. The caller has checked that it fits
+/// (length <= destination.total_size).
+inline void scatter(const std::byte* source, std::size_t length,
+                    const mutable_buffer_array& destination) noexcept {
+  for (std::size_t i = 0; i < destination.count && length > 0; ++i) {
+    const std::size_t n = std::min(length, destination.buffers[i].size());
+    std::memcpy(destination.buffers[i].data(), source, n);
+    source += n;
+    length -= n;
+  }
+}
+
+} // namespace asio_rdma::detail

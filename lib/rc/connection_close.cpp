@@ -1,0 +1,198 @@
+// connection_impl: why a connection ended (terminal_error), disconnect and
+// close, draining posted work, teardown, and the io_context waits a pending
+// operation needs (interest).
+#include "rc/connection_impl.hpp"
+
+#include "async/handler_completion.hpp"
+#include "rc/shared_queues_impl.hpp"
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+
+namespace asio_rdma::detail {
+
+error_code connection_impl::terminal_error(bool for_receive) const {
+  if (failure_)
+    return failure_;
+  if (!for_receive)
+    return asio::error::not_connected;
+  if (closed_locally_)
+    return asio::error::operation_aborted;
+  if (peer_disconnected_ || disconnect_requested_)
+    return asio::error::eof;
+  return asio::error::not_connected;
+}
+
+// ---------------------------------------------------------------- teardown
+
+void connection_impl::disconnect(void_handler handler) {
+  if (state_ != state::open) {
+    error_code ec = peer_disconnected_ ? error_code() : error_code(asio::error::not_connected);
+    post_handler(ex_, std::move(handler), ec);
+    return;
+  }
+  assign_handler(disconnect_handler_, std::move(handler));
+  disconnect_requested_ = true;
+  op_started();
+  auto slot = asio::get_associated_cancellation_slot(disconnect_handler_);
+  if (slot.is_connected())
+    slot.assign(
+        [this](asio::cancellation_type) { complete_disconnect(asio::error::operation_aborted); });
+  start_timer(true);
+  begin_close({});
+}
+
+void connection_impl::complete_disconnect(error_code ec) {
+  if (!disconnect_handler_)
+    return;
+  timer_.cancel();
+  op_finished();
+  auto handler = std::move(disconnect_handler_);
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  if (slot.is_connected())
+    slot.clear();
+  post_handler(ex_, std::move(handler), ec);
+}
+
+void connection_impl::close() noexcept {
+  if (state_ == state::closed)
+    return;
+  if (establish_handler_)
+    return fail_establishment(asio::error::operation_aborted, true);
+  closed_locally_ = true;
+  if (state_ == state::closing) {
+    fail_waiting_receives(true);
+    return;
+  }
+  begin_close({});
+}
+
+void connection_impl::begin_close(error_code reason) {
+  // The poll below runs handlers, and one may drop the user's last reference
+  // (a coroutine that ends and destroys its connection): keep this object
+  // alive until the close is done. Empty only when called from the destructor.
+  const auto keep_alive = weak_from_this().lock();
+  if (reason && !failure_)
+    failure_ = reason;
+  if (state_ == state::closing || state_ == state::closed) {
+    fail_waiting_receives(true);
+    return;
+  }
+  const bool was_connected = state_ == state::open;
+  state_ = state::closing;
+  keepalive_timer_.cancel();
+  sync_interest();
+  if (qp_created_) {
+    // rdma_disconnect moves the queue pair to the error state (flushing all
+    // posted work) and tells the peer; without a connection, or without
+    // rdma_cm (out of band: nobody to tell), do it directly.
+    if (out_of_band_ || !was_connected || ::rdma_disconnect(id_.get()) != 0) {
+      ibv_qp_attr attr{};
+      attr.qp_state = IBV_QPS_ERR;
+      ::ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+    }
+  }
+  // Work that was never posted completes now.
+  while (operation* op = sends_.pop_queued())
+    complete(op, failure_ ? failure_ : error_code(asio::error::operation_aborted), 0, true);
+  // Messages that arrived before the error are delivered before end-of-stream.
+  if (cq_)
+    cq_->poll();
+  fail_waiting_receives(true);
+  if (state_ != state::closing)
+    return; // a handler run by the poll finished the close
+  if (sends_.outstanding() > 0 && !shared_) {
+    // Posted sends have handlers waiting for their flush; bound that wait in
+    // case a device never flushes.
+    drain_timer_.expires_after(std::chrono::seconds(2));
+    drain_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+      if (!ec && self->state_ == state::closing)
+        self->finish_close();
+    });
+  }
+  maybe_finish_close();
+}
+
+void connection_impl::maybe_finish_close() {
+  // Receive buffers belong to the library: destroying the queue pair is
+  // enough to stop the device from using them, so only sends are awaited.
+  if (state_ == state::closing && sends_.outstanding() == 0)
+    finish_close();
+}
+
+void connection_impl::finish_close() {
+  drain_timer_.cancel();
+  teardown();
+  state_ = state::closed;
+  // Destroying the queue pair withdrew whatever the device had not flushed.
+  while (operation* op = sends_.pop_posted()) {
+    release_send_slot(op);
+    complete(op, failure_ ? failure_ : error_code(asio::error::operation_aborted), 0, true);
+  }
+  fail_waiting_receives(true);
+  // Out of band, no CM event follows: the flush was the whole disconnect.
+  if (!disconnect_requested_ || peer_disconnected_ || out_of_band_)
+    complete_disconnect({});
+  auto keep = std::move(self_); // may destroy *this when the caller returns
+}
+
+void connection_impl::teardown() {
+  if (cq_ && !shared_) {
+    cq_->set_batch_listener({});
+    cq_->stop();
+  }
+  if (qp_created_) {
+    if (shared_)
+      shared_->remove(qp_->qp_num);
+    if (out_of_band_)
+      ::ibv_destroy_qp(qp_);
+    else
+      ::rdma_destroy_qp(id_.get());
+    qp_ = nullptr;
+    qp_created_ = false;
+  }
+}
+
+// ---------------------------------------------------------------- interest
+
+void connection_impl::op_started() {
+  if (user_ops_++ != 0)
+    return;
+  if (interest_sync_pending_) {
+    // The last operation finished in this CQ batch and the waits are still
+    // held: nothing to change.
+    interest_sync_pending_ = false;
+    return;
+  }
+  sync_interest();
+}
+
+void connection_impl::op_finished() {
+  if (user_ops_ > 0 && --user_ops_ == 0) {
+    // Inside a batch of our own CQ, a handler usually starts the next
+    // operation at once (a ping-pong): keep waiting on the CQ until the batch
+    // ends instead of dropping and re-adding the wait per operation.
+    if (cq_ && !shared_ && cq_->polling() && state_ == state::open)
+      interest_sync_pending_ = true;
+    else
+      sync_interest();
+  }
+}
+
+void connection_impl::sync_interest() {
+  interest_sync_pending_ = false; // whatever was deferred is decided now
+  const bool wanted = user_ops_ > 0;
+  // An open connection must answer the peer's disconnect request (the CM
+  // waits for our reply), so its CM events are always awaited; completions
+  // only while an operation needs them.
+  const bool channel_wanted = wanted || state_ == state::open;
+  if (channel_ && channel_interest_ != channel_wanted) {
+    channel_wanted ? channel_->add_interest() : channel_->remove_interest();
+    channel_interest_ = channel_wanted;
+  }
+  if (cq_ && cq_interest_ != wanted) {
+    wanted ? cq_->add_interest() : cq_->remove_interest();
+    cq_interest_ = wanted;
+  }
+}
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,409 @@
+// connection_impl: establishment over rdma_cm (name resolution, address and
+// route, connect/accept, the CM state machine, resource creation) and the
+// keepalive.
+#include "rc/connection_impl.hpp"
+
+#include "async/handler_completion.hpp"
+#include "cm/endpoint.hpp"
+#include "internal_access.hpp"
+#include "rc/qp_timers.hpp"
+#include "rc/shared_queues_impl.hpp"
+#include "verbs/verbs_error.hpp"
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <algorithm>
+
+namespace asio_rdma::detail {
+
+namespace {
+
+// rdma_cm's reject reason when the peer's application called rdma_reject
+// (IB_CM_REJ_CONSUMER_DEFINED); any other reason means nobody listened.
+constexpr int reject_reason_consumer = 28;
+
+// rdma_cm says ENODEV when no RDMA device serves an address or its route.
+error_code cm_error(error_code ec) {
+  return ec == boost::system::errc::no_such_device ? error_code(errc::no_device) : ec;
+}
+
+int timeout_ms(std::chrono::milliseconds t) {
+  return static_cast<int>(std::clamp<std::int64_t>(t.count(), 1, 60 * 60 * 1000));
+}
+
+} // namespace
+
+// ---------------------------------------------------------------- establishment
+
+void connection_impl::start_connect(std::string host, std::uint16_t port,
+                                    connection_handler handler) {
+  assign_handler(establish_handler_, std::move(handler));
+  self_ = shared_from_this();
+  op_started();
+  if (options_.validate(connection_options::max_connect_private_data))
+    return fail_establishment(errc::invalid_option, true);
+  auto slot = asio::get_associated_cancellation_slot(establish_handler_);
+  if (slot.is_connected())
+    slot.assign([this](asio::cancellation_type) {
+      fail_establishment(asio::error::operation_aborted, true);
+    });
+
+  error_code ec;
+  auto address = asio::ip::make_address(host, ec);
+  if (!ec)
+    return resolve_address(asio::ip::tcp::endpoint(address, port));
+  // A host name: resolve it with Asio's resolver, then continue with rdma_cm.
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(ex_);
+  state_ = state::resolving;
+  start_timer(false);
+  resolver->async_resolve(host, std::to_string(port), asio::ip::resolver_base::numeric_service,
+                          [self = shared_from_this(),
+                           resolver](error_code ec, asio::ip::tcp::resolver::results_type results) {
+                            if (!self->establish_handler_)
+                              return; // timed out or cancelled meanwhile
+                            if (!ec && results.empty())
+                              ec = asio::error::host_not_found;
+                            if (ec)
+                              return self->fail_establishment(ec, false);
+                            self->resolve_address(results.begin()->endpoint());
+                          });
+}
+
+void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination) {
+  error_code ec;
+  channel_ = cm_channel::create(ex_, ec);
+  if (!ec)
+    id_ = channel_->create_id(this, RDMA_PS_TCP, ec);
+  if (!ec)
+    ec = set_ack_timeout();
+  if (ec)
+    return fail_establishment(cm_error(ec), true);
+  sync_interest();
+  sockaddr_storage dst{}, src{};
+  to_sockaddr(destination, dst);
+  sockaddr* src_ptr = nullptr;
+  if (!options_.source_address.empty()) {
+    auto source = asio::ip::make_address(options_.source_address, ec);
+    if (ec)
+      return fail_establishment(ec, true);
+    to_sockaddr(asio::ip::tcp::endpoint(source, 0), src);
+    src_ptr = reinterpret_cast<sockaddr*>(&src);
+  }
+  if (state_ != state::resolving) {
+    state_ = state::resolving;
+    start_timer(false);
+  }
+  if (::rdma_resolve_addr(id_.get(), src_ptr, reinterpret_cast<sockaddr*>(&dst),
+                          timeout_ms(options_.timeout)) != 0) {
+    return fail_establishment(cm_error(from_errno()), true);
+  }
+}
+
+void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_ptr id,
+                                   const cm_event& request, connection_handler handler) {
+  assign_handler(establish_handler_, std::move(handler));
+  self_ = shared_from_this();
+  op_started();
+  channel_ = std::move(channel);
+  id_ = std::move(id);
+  sync_interest();
+  id_->context = static_cast<cm_event_target*>(this);
+  auto data = request.data();
+  peer_private_data_.assign(data.begin(), data.end());
+  if (options_.validate(connection_options::max_accept_private_data))
+    return fail_establishment(errc::invalid_option, true);
+  if (auto ec = set_ack_timeout(); ec || (ec = create_resources(id_->verbs)))
+    return fail_establishment(ec, true);
+  rdma_conn_param param{};
+  param.private_data = options_.private_data.data();
+  param.private_data_len = static_cast<std::uint8_t>(options_.private_data.size());
+  // Reads and atomics the peer may have outstanding towards us, and we towards it.
+  param.responder_resources = std::min<int>(
+      {options_.responder_resources, request.initiator_depth, device_->attributes.max_qp_rd_atom});
+  param.initiator_depth = std::min<int>({options_.initiator_depth, request.responder_resources,
+                                         device_->attributes.max_qp_init_rd_atom});
+  param.rnr_retry_count = 7; // 7 = retry forever: RNR is our flow control
+  param.retry_count = options_.retry_count;
+  auto slot = asio::get_associated_cancellation_slot(establish_handler_);
+  if (slot.is_connected())
+    slot.assign([this](asio::cancellation_type) {
+      fail_establishment(asio::error::operation_aborted, true);
+    });
+  state_ = state::accepting;
+  start_timer(false);
+  if (::rdma_accept(id_.get(), &param) != 0)
+    return fail_establishment(from_errno(), true);
+  // rdma_accept moved the queue pair to RTS: the peer may send from now on.
+  if (auto ec = set_rnr_timer())
+    return fail_establishment(ec, true);
+}
+
+error_code connection_impl::set_ack_timeout() {
+  std::uint8_t exponent = options_.ack_timeout_exponent;
+  if (::rdma_set_option(id_.get(), RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &exponent,
+                        sizeof exponent) != 0)
+    return from_errno();
+  return {};
+}
+
+error_code connection_impl::set_rnr_timer() {
+  // rdma_cm's RTR transition leaves min_rnr_timer at 0, which encodes the
+  // longest delay (655 ms): a sender that finds our receive queue empty would
+  // sleep that long. RTS -> RTS may change it.
+  ibv_qp_attr attr{};
+  attr.min_rnr_timer = rnr_timer_code(options_.rnr_retry_delay);
+  if (int rc = ::ibv_modify_qp(qp_, &attr, IBV_QP_MIN_RNR_TIMER))
+    return from_returned_errno(rc);
+  return {};
+}
+
+error_code connection_impl::create_resources(ibv_context* context) {
+  error_code ec;
+  device_ = get_device(context, ec);
+  if (ec)
+    return ec;
+  const auto send_depth = options_.send_queue_depth;
+  auto recv_depth = options_.receive_queue_depth;
+  if (options_.shared_queues) {
+    // Shared CQ and SRQ: receive buffers and completion mode are the shared ones.
+    shared_ = internal_access::impl(options_.shared_queues);
+    if ((ec = shared_->bind(device_)))
+      return ec;
+    cq_ = shared_->cq();
+    receives_ = &shared_->ring();
+    recv_depth = receives_->depth();
+  } else {
+    cq_ = completion_queue::create(ex_, context, static_cast<int>(send_depth + recv_depth), ec);
+    if (ec)
+      return ec;
+    cq_->set_batch_listener({&connection_impl::after_cq_batch, this});
+    cq_->set_owner(weak_from_this());
+    cq_->set_mode(options_.completion_mode, options_.adaptive_spin);
+    if ((ec = own_receives_.init(pd(), recv_depth, options_.max_message_size,
+                                 &connection_impl::on_receive_complete, this)))
+      return ec;
+  }
+  sync_interest();
+  if ((ec = send_block_.allocate(pd(), send_depth, options_.max_message_size, 0)))
+    return ec;
+  if ((ec =
+           atomic_block_.allocate(pd(), send_depth, sizeof(std::uint64_t), IBV_ACCESS_LOCAL_WRITE)))
+    return ec;
+
+  ibv_qp_init_attr attr{};
+  attr.send_cq = cq_->native();
+  attr.recv_cq = cq_->native();
+  attr.qp_type = IBV_QPT_RC;
+  attr.sq_sig_all = 0;
+  attr.cap.max_send_wr = send_depth;
+  attr.cap.max_recv_wr = shared_ ? 0 : recv_depth;
+  attr.srq = shared_ ? shared_->srq() : nullptr;
+  attr.cap.max_send_sge = options_.max_send_sge;
+  attr.cap.max_recv_sge = 1;
+  attr.cap.max_inline_data = options_.max_inline_data;
+  if ((ec = create_qp(attr))) {
+    // Some devices refuse inline data: fall back to copying every send.
+    attr.cap.max_inline_data = 0;
+    if (options_.max_inline_data == 0 || (ec = create_qp(attr)))
+      return ec;
+  }
+  qp_created_ = true;
+  if (shared_)
+    shared_->add(qp_->qp_num, this);
+  inline_limit_ = std::min(attr.cap.max_inline_data, options_.max_inline_data);
+  max_send_sge_ = attr.cap.max_send_sge;
+
+  arrived_.reset(recv_depth);
+  sends_.set_depth(send_depth);
+  free_send_slots_.reserve(send_depth);
+  for (std::uint32_t i = send_depth; i > 0; --i)
+    free_send_slots_.push_back(i - 1);
+  // Receives must be posted before the peer can send: before connect/accept.
+  flush();
+  return shared_ ? error_code() : cq_->start();
+}
+
+error_code connection_impl::create_qp(ibv_qp_init_attr& attr) {
+  if (out_of_band_)
+    return create_out_of_band_qp(attr); // out_of_band.cpp
+  if (::rdma_create_qp(id_.get(), pd(), &attr) != 0)
+    return from_errno();
+  qp_ = id_->qp;
+  return {};
+}
+
+void connection_impl::on_cm_event(const cm_event& event) {
+  // Handlers run from here may drop the user's last reference.
+  auto keep_alive = shared_from_this();
+  switch (event.type) {
+  case RDMA_CM_EVENT_ADDR_RESOLVED:
+    if (state_ == state::resolving &&
+        ::rdma_resolve_route(id_.get(), timeout_ms(options_.timeout)) != 0)
+      fail_establishment(cm_error(from_errno()), false);
+    break;
+  case RDMA_CM_EVENT_ADDR_ERROR:
+    fail_establishment(errc::address_resolution_failed, false);
+    break;
+  case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+    if (state_ != state::resolving)
+      break;
+    if (auto ec = create_resources(id_->verbs))
+      return fail_establishment(ec, false);
+    rdma_conn_param param{};
+    param.private_data = options_.private_data.data();
+    param.private_data_len = static_cast<std::uint8_t>(options_.private_data.size());
+    param.responder_resources =
+        std::min<int>(options_.responder_resources, device_->attributes.max_qp_rd_atom);
+    param.initiator_depth =
+        std::min<int>(options_.initiator_depth, device_->attributes.max_qp_init_rd_atom);
+    param.rnr_retry_count = 7;
+    param.retry_count = options_.retry_count;
+    state_ = state::connecting;
+    if (::rdma_connect(id_.get(), &param) != 0)
+      fail_establishment(from_errno(), false);
+    break;
+  }
+  case RDMA_CM_EVENT_ROUTE_ERROR:
+    fail_establishment(errc::route_resolution_failed, false);
+    break;
+  case RDMA_CM_EVENT_UNREACHABLE:
+    fail_establishment(errc::unreachable, false);
+    break;
+  case RDMA_CM_EVENT_REJECTED: {
+    auto data = event.data();
+    peer_private_data_.assign(data.begin(), data.end());
+    fail_establishment(event.status == reject_reason_consumer
+                           ? error_code(errc::rejected)
+                           : error_code(asio::error::connection_refused),
+                       false);
+    break;
+  }
+  case RDMA_CM_EVENT_CONNECT_ERROR:
+    fail_establishment(errc::connection_error, false);
+    break;
+  case RDMA_CM_EVENT_ESTABLISHED:
+    finish_establishment(event);
+    break;
+  case RDMA_CM_EVENT_DISCONNECTED:
+    if (establish_handler_) {
+      fail_establishment(asio::error::connection_reset, false);
+    } else if (state_ == state::open) {
+      peer_disconnected_ = true;
+      // Deliver every message that arrived before the disconnect first.
+      if (cq_)
+        cq_->poll();
+      begin_close({});
+    } else {
+      complete_disconnect({}); // our own disconnect finished (or was already drained)
+    }
+    break;
+  case RDMA_CM_EVENT_DEVICE_REMOVAL:
+    if (establish_handler_)
+      fail_establishment(errc::device_removed, false);
+    else
+      begin_close(errc::device_removed);
+    break;
+  default:
+    break; // TIMEWAIT_EXIT and others need no action
+  }
+}
+
+void connection_impl::finish_establishment(const cm_event& event) {
+  if (!establish_handler_)
+    return;
+  timer_.cancel();
+  if (state_ == state::connecting) { // the acceptor's reply carries its private data
+    auto data = event.data();
+    peer_private_data_.assign(data.begin(), data.end());
+  }
+  if (state_ == state::connecting) {
+    // The queue pair reached RTS while rdma_cm processed the reply.
+    if (auto ec = set_rnr_timer())
+      return fail_establishment(ec, false);
+  }
+  state_ = state::open;
+  op_finished();
+  sync_interest();
+  start_keepalive();
+  auto handler = std::move(establish_handler_);
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  if (slot.is_connected())
+    slot.clear();
+  dispatch_handler(ex_, std::move(handler), error_code(), internal_access::make_connection(shared_from_this()));
+}
+
+void connection_impl::fail_establishment(error_code ec, bool defer) {
+  if (!establish_handler_)
+    return;
+  timer_.cancel();
+  auto handler = std::move(establish_handler_);
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  if (slot.is_connected())
+    slot.clear();
+  // Keep the implementation for the rejection's private data; otherwise hand
+  // back a connection that is not open.
+  connection result = ec == errc::rejected ? internal_access::make_connection(shared_from_this()) : connection();
+  op_finished();
+  teardown();
+  state_ = state::closed;
+  auto keep = std::move(self_);
+  if (defer)
+    post_handler(ex_, std::move(handler), ec, std::move(result));
+  else
+    dispatch_handler(ex_, std::move(handler), ec, std::move(result));
+}
+
+void connection_impl::start_timer(bool for_disconnect) {
+  timer_.expires_after(options_.timeout);
+  timer_.async_wait([self = shared_from_this(), for_disconnect](const error_code& ec) {
+    if (ec)
+      return;
+    if (for_disconnect)
+      self->complete_disconnect(asio::error::timed_out);
+    else
+      self->fail_establishment(asio::error::timed_out, false);
+  });
+}
+
+// ---------------------------------------------------------------- keepalive
+
+void connection_impl::start_keepalive() {
+  if (options_.keepalive_interval.count() == 0 || state_ != state::open)
+    return;
+  keepalive_timer_.expires_after(options_.keepalive_interval);
+  keepalive_timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
+    if (auto self = weak.lock(); self && !ec)
+      self->keepalive_tick();
+  });
+}
+
+void connection_impl::keepalive_tick() {
+  if (state_ != state::open)
+    return;
+  // Posted user work is bounded by the transport's retries; while it waits,
+  // a living but slow receiver may hold it by RNR for as long as it likes.
+  const bool user_work_posted = sends_.outstanding() > (probe_outstanding_ ? 1u : 0u);
+  if (activity_ != activity_at_last_tick_ || user_work_posted)
+    silent_intervals_ = 0;
+  else if (++silent_intervals_ >= options_.keepalive_count)
+    return begin_close(asio::error::timed_out);
+  activity_at_last_tick_ = activity_;
+  if (silent_intervals_ > 0 && !probe_outstanding_ && sends_.outstanding() == 0) {
+    // A zero-length RDMA write: acknowledged by the peer's transport, it needs
+    // no receive buffer, no memory and no rkey there (IBTA C9-88).
+    work_request probe;
+    probe.op = work_request::kind::write;
+    probe_outstanding_ = true;
+    work(
+        probe,
+        [weak = weak_from_this()](error_code, std::size_t) {
+          if (auto self = weak.lock())
+            self->probe_outstanding_ = false;
+        },
+        true);
+  }
+  start_keepalive();
+}
+
+} // namespace asio_rdma::detail

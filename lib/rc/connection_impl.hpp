@@ -1,0 +1,225 @@
+// The state behind asio_rdma::connection: queue pair, completion queue,
+// registered send and receive buffers, and the queues of operations.
+#pragma once
+
+#include "async/completion_queue.hpp"
+#include "async/object_pool.hpp"
+#include "cm/cm_channel.hpp"
+#include "rc/arrival_queue.hpp"
+#include "rc/operation.hpp"
+#include "rc/receive_ring.hpp"
+#include "rc/send_window.hpp"
+#include "verbs/device.hpp"
+
+#include <asio_rdma/connection.hpp>
+#include <asio_rdma/connection_options.hpp>
+#include <asio_rdma/queue_pair_endpoint.hpp>
+
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace asio_rdma::detail {
+
+class shared_queues_impl;
+class connection_impl;
+
+/// Cancels one queued operation through the Asio cancellation slot.
+struct op_canceller {
+  connection_impl* impl;
+  operation* op;
+  void operator()(asio::cancellation_type type);
+};
+
+class connection_impl final : public cm_event_target,
+                              public std::enable_shared_from_this<connection_impl> {
+public:
+  connection_impl(const asio::any_io_executor& ex, const connection_options& options);
+  ~connection_impl();
+
+  // Establishment.
+  void start_connect(std::string host, std::uint16_t port, connection_handler handler);
+  void start_accept(std::shared_ptr<cm_channel> channel, cm_id_ptr id, const cm_event& request,
+                    connection_handler handler);
+
+  // Operations (see connection.hpp for their contracts).
+  // `direct`: the handler runs on this connection's executor (see runs_on).
+  void send(const buffer_view<asio::const_buffer>& buffers, std::optional<std::uint32_t> immediate,
+            size_handler handler, bool direct);
+  void work(const work_request& request, size_handler handler, bool direct);
+  void receive(const buffer_view<asio::mutable_buffer>& buffers, size_handler handler, bool direct);
+  void receive_message(const buffer_view<asio::mutable_buffer>& buffers, message_handler handler,
+                       bool direct);
+  void disconnect(void_handler handler);
+  void close() noexcept;
+
+  void on_cm_event(const cm_event& event) override;
+
+  // Out of band (no rdma_cm; out_of_band.cpp): a queue pair on `context`'s
+  // port, moved to INIT with its receives posted, then connected to a peer's
+  // endpoint by connect_out_of_band (RTR, RTS).
+  error_code prepare_out_of_band(std::shared_ptr<void> device_list, ibv_context* context,
+                                 std::uint8_t port, int gid_index, queue_pair_endpoint& local);
+  error_code connect_out_of_band(const queue_pair_endpoint& remote);
+
+  /// A receive completed into slot `index` of this connection's receive ring
+  /// (its own, or the shared receive queue's).
+  void handle_receive(std::uint32_t index, const ibv_wc& wc);
+  /// Sends or released receive buffers are waiting to be posted.
+  bool has_unposted_work() const {
+    return sends_.has_queued() || (!shared_ && receives_->has_released());
+  }
+  void flush();
+
+  const asio::any_io_executor& get_executor() const { return ex_; }
+  bool is_open() const noexcept { return state_ == state::open; }
+  const connection_options& options() const { return options_; }
+  const connection_statistics& statistics() const noexcept { return statistics_; }
+  std::span<const std::byte> peer_private_data() const { return peer_private_data_; }
+  rdma_cm_id* id() const { return id_.get(); }
+  ibv_qp* qp() const { return qp_; }
+  ibv_pd* pd() const { return device_ ? device_->pd.get() : nullptr; }
+  /// Keeps the device's protection domain alive (for memory regions).
+  std::shared_ptr<void> device_handle() const { return device_; }
+
+  /// Withdraws a queued (not yet posted) operation; called by its
+  /// cancellation slot.
+  void cancel(operation* op);
+
+private:
+  enum class state : std::uint8_t {
+    idle,
+    resolving,  // address and route resolution
+    connecting, // rdma_connect sent
+    accepting,  // rdma_accept sent
+    open,
+    closing, // closed locally or by the peer, or failed: draining posted work
+    closed,  // queue pair destroyed
+  };
+
+  void resolve_address(const boost::asio::ip::tcp::endpoint& destination);
+  error_code create_resources(ibv_context* context);
+  error_code create_qp(ibv_qp_init_attr& attr);
+  error_code create_out_of_band_qp(ibv_qp_init_attr& attr);
+  void finish_establishment(const cm_event& event);
+  void fail_establishment(error_code ec, bool defer);
+  void start_timer(bool for_disconnect);
+  error_code set_ack_timeout();
+  error_code set_rnr_timer();
+  void start_keepalive();
+  void keepalive_tick();
+
+  void schedule_flush();
+  void prepare_send(operation* op);
+  void release_send_slot(operation* op);
+  void finish_posted(operation* op, ibv_wc_status status);
+  static void after_cq_batch(void* self);
+  static void on_send_complete(completion_target* target, const ibv_wc& wc);
+  static void on_receive_complete(completion_target* target, const ibv_wc& wc);
+  void deliver(operation* op);
+  void release_receive(std::uint32_t slot);
+  operation* new_receive(const buffer_view<asio::mutable_buffer>& buffers, bool direct);
+  void start_receive(operation* op);
+  error_code check_work(const work_request& request) const;
+  void prepare_work(operation* op, const work_request& request);
+  void deliver_waiting();
+  void schedule_delivery();
+  void fail_waiting_receives(bool defer);
+
+  /// Enters the closing state: the queue pair goes to error so that posted
+  /// work flushes; queued operations complete with the terminal error.
+  void begin_close(error_code reason);
+  void maybe_finish_close();
+  void finish_close();
+  void teardown();
+  void complete_disconnect(error_code ec);
+
+  void complete(operation* op, error_code ec, std::size_t bytes, bool defer,
+                const received_message* message = nullptr);
+  operation* new_op(op_kind kind, bool direct);
+  void queue_send(operation* op);
+
+  // A pending user operation needs the CM channel and the CQ waited on; an
+  // idle connection leaves no work in the io_context (see fd_waiter).
+  void op_started();
+  void op_finished();
+  void sync_interest();
+  /// What an operation gets once the connection is no longer open.
+  error_code terminal_error(bool for_receive) const;
+
+  asio::any_io_executor ex_;
+  connection_options options_;
+  state state_ = state::idle;
+
+  // Members in creation order: destroyed in reverse.
+  std::shared_ptr<void> device_list_; // out of band: rdma_get_devices' list, kept
+  std::shared_ptr<cm_channel> channel_;
+  cm_id_ptr id_;
+  std::shared_ptr<device> device_;
+  std::shared_ptr<completion_queue> cq_;
+  std::shared_ptr<shared_queues_impl> shared_; // shared CQ + SRQ, if any
+  receive_ring own_receives_;
+  receive_ring* receives_ = &own_receives_;
+  registered_block send_block_;
+  registered_block atomic_block_; // one 8-byte result per send slot
+  bool qp_created_ = false;
+  ibv_qp* qp_ = nullptr; // id_->qp, or out of band our own
+
+  // Out of band: no rdma_cm id; the port and GID the queue pair uses.
+  bool out_of_band_ = false;
+  std::uint8_t port_num_ = 0;
+  int gid_index_ = 0;
+  std::uint8_t link_layer_ = 0;
+  std::uint32_t path_mtu_code_ = 0; // ibv_mtu of our port
+  std::uint32_t psn_ = 0;
+
+  arrival_queue arrived_; // capacity receive_queue_depth
+
+  std::vector<std::uint32_t> free_send_slots_;
+  std::uint32_t inline_limit_ = 0;
+  std::uint32_t max_send_sge_ = 1;
+  connection_statistics statistics_; // counted in flush() and prepare_send()
+
+  object_pool<operation> op_pool_;
+  intrusive_queue<operation> waiting_receives_;
+  send_window<operation> sends_; // queued and posted sends, one-sided work, atomics
+  bool flush_scheduled_ = false;
+  bool delivery_scheduled_ = false;
+  std::uint32_t user_ops_ = 0;
+  bool channel_interest_ = false;
+  bool cq_interest_ = false;
+  // The last operation finished inside a CQ batch: sync_interest() when the
+  // batch ends (after_cq_batch).
+  bool interest_sync_pending_ = false;
+
+  // Why the connection left the open state (decides what queued work gets).
+  error_code failure_; // first device / protocol error
+  bool closed_locally_ = false;
+  bool disconnect_requested_ = false;
+  bool peer_disconnected_ = false;
+
+  std::vector<std::byte> peer_private_data_;
+  connection_handler establish_handler_;
+  void_handler disconnect_handler_;
+  asio::steady_timer timer_;       // establishment and disconnect timeout
+  asio::steady_timer drain_timer_; // bound on waiting for flushes when closing
+
+  // Keepalive (connection_options::keepalive_interval): completions counted,
+  // compared once per interval.
+  asio::steady_timer keepalive_timer_;
+  std::uint32_t activity_ = 0;
+  std::uint32_t activity_at_last_tick_ = 0;
+  std::uint32_t silent_intervals_ = 0;
+  bool probe_outstanding_ = false;
+
+  /// Keeps the implementation alive while the device may still complete work
+  /// into its memory, even after the user's connection object is gone.
+  std::shared_ptr<connection_impl> self_;
+};
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,133 @@
+// connection_impl: the receive side of the data path: pending receives,
+// messages arrived in the library's receive buffers, delivery in arrival
+// order, reposting the buffers.
+#include "rc/connection_impl.hpp"
+
+#include "async/handler_completion.hpp"
+#include "rc/shared_queues_impl.hpp"
+#include "verbs/verbs_error.hpp"
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/post.hpp>
+
+namespace asio_rdma::detail {
+
+void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
+                              size_handler handler, bool direct) {
+  operation* op = new_receive(buffers, direct);
+  assign_handler(op->handler, std::move(handler));
+  start_receive(op);
+}
+
+void connection_impl::receive_message(const buffer_view<asio::mutable_buffer>& buffers,
+                                      message_handler handler, bool direct) {
+  operation* op = new_receive(buffers, direct);
+  op->wants_message = true;
+  assign_handler(op->message_handler_, std::move(handler));
+  start_receive(op);
+}
+
+operation* connection_impl::new_receive(const buffer_view<asio::mutable_buffer>& buffers,
+                                        bool direct) {
+  operation* op = new_op(op_kind::receive, direct);
+  op->destination.assign(buffers);
+  return op;
+}
+
+void connection_impl::start_receive(operation* op) {
+  if (op->destination.too_many)
+    return complete(op, asio::error::invalid_argument, 0, true);
+  // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
+  // The poll runs other operations' handlers, which may drop the last reference.
+  // (Inside a poll, as when a handler starts the next receive, there is
+  // nothing to poll and nothing to keep alive.)
+  std::shared_ptr<connection_impl> keep_alive;
+  if (arrived_.empty() && state_ == state::open && cq_ && !cq_->polling()) {
+    keep_alive = shared_from_this();
+    cq_->poll();
+  }
+  if (state_ != state::open && arrived_.empty())
+    return complete(op, terminal_error(true), 0, true);
+  op->counted = true;
+  op_started();
+  waiting_receives_.push(op);
+  auto slot = op->wants_message ? asio::get_associated_cancellation_slot(op->message_handler_)
+                                : asio::get_associated_cancellation_slot(op->handler);
+  if (slot.is_connected())
+    slot.template emplace<op_canceller>(op_canceller{this, op});
+  // A message is already here: deliver it from a posted task, through the
+  // same FIFO as every other delivery, so that receive handlers always run
+  // in the order the messages arrived (never from this initiating function).
+  if (!arrived_.empty())
+    schedule_delivery();
+}
+
+void connection_impl::schedule_delivery() {
+  if (delivery_scheduled_)
+    return;
+  delivery_scheduled_ = true;
+  asio::post(ex_, [self = shared_from_this()] {
+    self->delivery_scheduled_ = false;
+    self->deliver_waiting();
+    self->flush(); // repost the buffers just emptied
+  });
+}
+
+void connection_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
+  auto* slot = static_cast<receive_slot*>(target);
+  auto* self = static_cast<connection_impl*>(slot->owner);
+  self->handle_receive(slot->index, wc);
+}
+
+void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc) {
+  ++activity_;
+  if (wc.status == IBV_WC_SUCCESS) {
+    arrived_.push(arrived_message::from(index, wc));
+  } else {
+    release_receive(index); // a failed receive holds no message
+    if (wc.status != IBV_WC_WR_FLUSH_ERR)
+      begin_close(make_wc_error(wc.status));
+  }
+  deliver_waiting();
+  maybe_finish_close();
+}
+
+void connection_impl::deliver_waiting() {
+  while (!waiting_receives_.empty() && !arrived_.empty())
+    deliver(waiting_receives_.pop());
+  if (state_ == state::closing || state_ == state::closed)
+    fail_waiting_receives(false);
+}
+
+void connection_impl::fail_waiting_receives(bool defer) {
+  if (!arrived_.empty())
+    return; // messages still to deliver come first
+  while (!waiting_receives_.empty())
+    complete(waiting_receives_.pop(), terminal_error(true), 0, defer);
+}
+
+void connection_impl::deliver(operation* op) {
+  const arrived_message msg = arrived_.front();
+  if (!msg.rdma_write) { // an RDMA write with immediate left its data in our region
+    if (msg.length > op->destination.total_size)
+      return complete(op, errc::buffer_too_small, 0, false); // message stays queued
+    scatter(receives_->slot(msg.slot), msg.length, op->destination);
+  }
+  release_receive(msg.slot);
+  arrived_.pop();
+  received_message result;
+  result.size = msg.length;
+  if (msg.has_immediate)
+    result.immediate = msg.immediate;
+  result.rdma_write = msg.rdma_write;
+  complete(op, {}, msg.length, false, &result);
+}
+
+void connection_impl::release_receive(std::uint32_t slot) {
+  if (shared_)
+    shared_->release(slot);
+  else
+    receives_->release(slot);
+}
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,338 @@
+// connection_impl: the send side of the data path (sends, one-sided work and
+// atomics): initiation, posting in chained batches with selective
+// signalling, send completions, and completing an operation's handler.
+#include "rc/connection_impl.hpp"
+
+#include "async/handler_completion.hpp"
+#include "rc/shared_queues_impl.hpp"
+#include "verbs/verbs_error.hpp"
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+
+#include <arpa/inet.h>
+#include <cstring>
+
+namespace asio_rdma::detail {
+
+// ---------------------------------------------------------------- data path
+
+void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
+                           std::optional<std::uint32_t> immediate, size_handler handler,
+                           bool direct) {
+  error_code ec;
+  if (buffers.too_many)
+    ec = asio::error::invalid_argument;
+  else if (buffers.total_size > options_.max_message_size)
+    ec = errc::message_too_large;
+  else if (state_ != state::open)
+    ec = terminal_error(false);
+  operation* op = new_op(op_kind::send, direct);
+  assign_handler(op->handler, std::move(handler));
+  if (ec)
+    return complete(op, ec, 0, true);
+  op->on_complete = &connection_impl::on_send_complete;
+  op->length = buffers.total_size;
+  op->immediate = immediate;
+  if (op->length > op->small.size()) {
+    op->source.assign(buffers);
+  } else {
+    // Copy small messages now: cheap, and the caller's buffer is free at once.
+    std::byte* dst = op->small.data();
+    for (std::size_t i = 0; i < buffers.count; ++i) {
+      std::memcpy(dst, buffers.buffers[i].data(), buffers.buffers[i].size());
+      dst += buffers.buffers[i].size();
+    }
+    op->source.buffers[0] = asio::const_buffer(op->small.data(), op->length);
+    op->source.count = op->length > 0 ? 1 : 0;
+    op->source.total_size = op->length;
+    op->source.too_many = false;
+  }
+  queue_send(op);
+}
+
+void connection_impl::work(const work_request& request, size_handler handler, bool direct) {
+  error_code ec = state_ != state::open ? terminal_error(false) : check_work(request);
+  operation* op = new_op(op_kind::work, direct);
+  assign_handler(op->handler, std::move(handler));
+  if (ec)
+    return complete(op, ec, 0, true);
+  op->on_complete = &connection_impl::on_send_complete;
+  prepare_work(op, request);
+  queue_send(op);
+}
+
+operation* connection_impl::new_op(op_kind kind, bool direct) {
+  operation* op = op_pool_.get();
+  op->direct = direct;
+  op->owner = this;
+  op->kind = kind;
+  op->posted = false;
+  op->counted = false;
+  op->atomic = false;
+  op->wants_message = false;
+  op->immediate.reset();
+  op->send_slot = operation::no_slot;
+  op->length = 0;
+  return op;
+}
+
+void connection_impl::queue_send(operation* op) {
+  op->counted = true;
+  op_started();
+  sends_.queue(op);
+  auto slot = asio::get_associated_cancellation_slot(op->handler);
+  if (slot.is_connected())
+    slot.template emplace<op_canceller>(op_canceller{this, op});
+  // An idle send queue rings the doorbell at once (latency); otherwise the
+  // request joins the batch flushed at the end of this io_context turn.
+  if (sends_.outstanding() == 0 && !flush_scheduled_)
+    flush();
+  else
+    schedule_flush();
+}
+
+error_code connection_impl::check_work(const work_request& r) const {
+  using kind = work_request::kind;
+  if (r.too_many || r.count > max_send_sge_)
+    return asio::error::invalid_argument; // more scatter/gather entries than the QP takes
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < r.count; ++i) {
+    if (!r.local[i].in_bounds)
+      return errc::out_of_bounds;
+    total += r.local[i].length;
+  }
+  switch (r.op) {
+  case kind::send:
+    return total > options_.max_message_size ? error_code(errc::message_too_large) : error_code();
+  case kind::write:
+  case kind::read:
+    return total > r.remote.length ? error_code(errc::out_of_bounds) : error_code();
+  case kind::fetch_add:
+  case kind::compare_swap:
+    if (r.remote.address % 8 != 0)
+      return errc::misaligned;
+    return r.remote.length < 8 ? error_code(errc::out_of_bounds) : error_code();
+  }
+  return {};
+}
+
+void connection_impl::prepare_work(operation* op, const work_request& r) {
+  using kind = work_request::kind;
+  ibv_send_wr& wr = op->wr;
+  wr = {};
+  wr.wr_id = op->wr_id();
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = op->sge;
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < r.count; ++i) {
+    op->sge[i] = {reinterpret_cast<std::uintptr_t>(r.local[i].data), r.local[i].length,
+                  r.local[i].lkey};
+    total += r.local[i].length;
+  }
+  wr.num_sge = static_cast<int>(r.count);
+  op->length = total;
+  switch (r.op) {
+  case kind::send:
+    wr.opcode = IBV_WR_SEND;
+    break;
+  case kind::write:
+    wr.opcode = r.immediate ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+    break;
+  case kind::read:
+    wr.opcode = IBV_WR_RDMA_READ;
+    break;
+  case kind::fetch_add:
+  case kind::compare_swap:
+    wr.opcode = r.op == kind::fetch_add ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
+    wr.wr.atomic.remote_addr = r.remote.address;
+    wr.wr.atomic.rkey = r.remote.rkey;
+    wr.wr.atomic.compare_add = r.compare_add;
+    wr.wr.atomic.swap = r.swap;
+    wr.num_sge = 1; // the result slot, assigned when posted
+    op->atomic = true;
+    break;
+  }
+  if (r.op == kind::write || r.op == kind::read) {
+    wr.wr.rdma.remote_addr = r.remote.address;
+    wr.wr.rdma.rkey = r.remote.rkey;
+  }
+  if (r.immediate) {
+    wr.imm_data = htonl(*r.immediate);
+    if (r.op == kind::send)
+      wr.opcode = IBV_WR_SEND_WITH_IMM;
+  }
+}
+
+void op_canceller::operator()(asio::cancellation_type) {
+  impl->cancel(op);
+}
+
+void connection_impl::cancel(operation* op) {
+  bool removed = op->kind == op_kind::receive ? waiting_receives_.remove(op)
+                                              : (!op->posted && sends_.withdraw(op));
+  if (removed)
+    complete(op, asio::error::operation_aborted, 0, true);
+}
+
+void connection_impl::schedule_flush() {
+  if (flush_scheduled_)
+    return;
+  flush_scheduled_ = true;
+  asio::post(ex_, [self = shared_from_this()] { self->flush(); });
+}
+
+void connection_impl::after_cq_batch(void* context) {
+  auto* self = static_cast<connection_impl*>(context);
+  if (self->has_unposted_work())
+    self->flush();
+  if (self->interest_sync_pending_) {
+    self->interest_sync_pending_ = false;
+    self->sync_interest();
+  }
+}
+
+void connection_impl::flush() {
+  flush_scheduled_ = false;
+  if (!qp_created_)
+    return;
+  ibv_qp* qp = qp_;
+
+  // Receives: one chained post for every buffer freed since the last flush.
+  if (receives_->has_released() && !shared_) {
+    if (state_ == state::closing || state_ == state::closed)
+      receives_->forget_released();
+    else if (auto ec = receives_->post_to(qp))
+      return begin_close(ec);
+  }
+
+  // Sends: as many queued requests as the send queue has room for, chained.
+  const auto chain = sends_.take([this](operation* op) {
+    op->posted = true;
+    auto cancel_slot = asio::get_associated_cancellation_slot(op->handler);
+    if (cancel_slot.is_connected())
+      cancel_slot.clear(); // posted RC work cannot be withdrawn alone
+    if (op->kind == op_kind::send) {
+      prepare_send(op);
+    } else if (op->atomic) {
+      op->send_slot = free_send_slots_.back();
+      free_send_slots_.pop_back();
+      op->sge[0] = {reinterpret_cast<std::uintptr_t>(atomic_block_.slot(op->send_slot)),
+                    sizeof(std::uint64_t), atomic_block_.mr->lkey};
+    }
+  });
+  if (!chain.first)
+    return;
+  statistics_.work_requests += chain.requests;
+  statistics_.signaled += chain.signaled;
+  ++statistics_.posts;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ::ibv_post_send(qp, chain.first, &bad)) {
+    // Requests from `bad` on were not posted: they complete with the error.
+    auto ec = from_returned_errno(rc);
+    sends_.unposted(bad, [&](operation* op) {
+      release_send_slot(op);
+      complete(op, ec, 0, true);
+    });
+    begin_close(ec);
+  }
+}
+
+void connection_impl::prepare_send(operation* op) {
+  ibv_send_wr& wr = op->wr;
+  wr = {};
+  wr.wr_id = op->wr_id();
+  wr.opcode = op->immediate ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+  if (op->immediate)
+    wr.imm_data = htonl(*op->immediate);
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = op->sge;
+  op->send_slot = operation::no_slot;
+  const auto& src = op->source;
+  if (op->length == 0) {
+    wr.num_sge = 0;
+  } else if (op->length <= inline_limit_ && src.count <= max_send_sge_) {
+    // Inline: the device copies from the user's memory at post time, so no
+    // registration is needed and the buffers are free once posted.
+    for (std::size_t i = 0; i < src.count; ++i)
+      op->sge[i] = {reinterpret_cast<std::uintptr_t>(src.buffers[i].data()),
+                    static_cast<std::uint32_t>(src.buffers[i].size()), 0};
+    wr.num_sge = static_cast<int>(src.count);
+    wr.send_flags |= IBV_SEND_INLINE;
+    ++statistics_.inline_sends;
+  } else {
+    op->send_slot = free_send_slots_.back();
+    free_send_slots_.pop_back();
+    std::byte* dst = send_block_.slot(op->send_slot);
+    for (std::size_t i = 0; i < src.count; ++i) {
+      std::memcpy(dst, src.buffers[i].data(), src.buffers[i].size());
+      dst += src.buffers[i].size();
+    }
+    op->sge[0] = {reinterpret_cast<std::uintptr_t>(send_block_.slot(op->send_slot)),
+                  static_cast<std::uint32_t>(op->length), send_block_.mr->lkey};
+    wr.num_sge = 1;
+  }
+}
+
+void connection_impl::release_send_slot(operation* op) {
+  if (op->send_slot != operation::no_slot) {
+    free_send_slots_.push_back(op->send_slot);
+    op->send_slot = operation::no_slot;
+  }
+}
+
+void connection_impl::on_send_complete(completion_target* target, const ibv_wc& wc) {
+  auto* op = static_cast<operation*>(target);
+  connection_impl* self = op->owner;
+  ++self->activity_;
+  // A shared CQ does not keep this connection alive through the batch.
+  std::shared_ptr<connection_impl> keep_alive;
+  if (self->shared_)
+    keep_alive = self->shared_from_this();
+  // Unsignalled requests posted before this one have completed successfully.
+  self->sends_.completed(op, wc.status,
+                        [self](operation* done, ibv_wc_status status) {
+                          self->finish_posted(done, status);
+                        });
+  if (self->shared_ && self->sends_.has_queued())
+    self->schedule_flush(); // no per-connection batch end on a shared CQ
+  self->maybe_finish_close();
+}
+
+void connection_impl::finish_posted(operation* op, ibv_wc_status status) {
+  std::uint64_t value = op->length;
+  if (op->atomic && status == IBV_WC_SUCCESS)
+    std::memcpy(&value, atomic_block_.slot(op->send_slot), sizeof value);
+  release_send_slot(op);
+  error_code ec;
+  if (status == IBV_WC_WR_FLUSH_ERR) {
+    ec = failure_ ? failure_ : error_code(asio::error::operation_aborted);
+  } else if (status != IBV_WC_SUCCESS) {
+    ec = make_wc_error(status);
+    begin_close(ec);
+  }
+  complete(op, ec, ec ? 0 : value, false);
+}
+
+void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, bool defer,
+                               const received_message* message) {
+  const bool counted = op->counted;
+  // From the completion path (never an initiating function), a handler that
+  // runs on this executor is called directly, as Asio's own operations do.
+  const bool direct = op->direct && !defer;
+  if (op->wants_message) {
+    auto handler = std::move(op->message_handler_);
+    op_pool_.put(op);
+    if (counted)
+      op_finished();
+    invoke_handler(ex_, std::move(handler), direct, defer, ec,
+                   message ? *message : received_message());
+    return;
+  }
+  auto handler = std::move(op->handler);
+  op_pool_.put(op);
+  if (counted)
+    op_finished();
+  invoke_handler(ex_, std::move(handler), direct, defer, ec, bytes);
+}
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,55 @@
+// The state of one data operation (send, receive, ...) while it is queued or
+// posted. Pooled per connection; its address is the work request's wr_id.
+#pragma once
+
+#include "async/completion.hpp"
+
+#include <asio_rdma/connection.hpp>
+#include <asio_rdma/detail/buffer_array.hpp>
+#include <asio_rdma/detail/handlers.hpp>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+
+namespace asio_rdma::detail {
+
+class connection_impl;
+
+enum class op_kind : std::uint8_t {
+  send,      // copied from user buffers into a send slot (or inline) when posted
+  work,      // zero-copy send, RDMA write/read, atomics: the WR is built at initiation
+  receive,   // waits for a message; never posted (the library's buffers are)
+};
+
+struct operation : completion_target {
+  static constexpr std::uint32_t no_slot = ~std::uint32_t(0);
+
+  operation* next = nullptr;
+  connection_impl* owner = nullptr;
+  op_kind kind = op_kind::send;
+  /// Posted to the send queue (no longer cancellable).
+  bool posted = false;
+  /// Counted among the connection's pending user operations.
+  bool counted = false;
+  /// An atomic: its result lands in the connection's atomic result slot.
+  bool atomic = false;
+  /// A receive that reports a received_message (async_receive_message).
+  bool wants_message = false;
+  /// The handler runs on the connection's executor: call it directly.
+  bool direct = false;
+  std::optional<std::uint32_t> immediate; // send with immediate
+  std::uint32_t send_slot = no_slot;
+  size_handler handler;
+  message_handler message_handler_;
+  /// Small messages are copied here at initiation, so they need no user
+  /// buffer afterwards (also used by async_send_remote_buffer).
+  std::array<std::byte, 32> small{};
+  const_buffer_array source;       // send
+  mutable_buffer_array destination; // receive
+  std::size_t length = 0;
+  ibv_send_wr wr{};
+  ibv_sge sge[const_buffer_array::max_buffers]{};
+};
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,78 @@
+#include "rc/receive_ring.hpp"
+
+#include "verbs/verbs_error.hpp"
+
+#include <algorithm>
+
+namespace asio_rdma::detail {
+
+error_code registered_block::allocate(ibv_pd* pd, std::size_t slots, std::size_t size,
+                                      int access) {
+  slot_size = size;
+  const std::size_t page = 4096;
+  std::size_t bytes = (std::max<std::size_t>(slots * size, 1) + page - 1) / page * page;
+  memory.reset(static_cast<std::byte*>(std::aligned_alloc(page, bytes)));
+  if (!memory)
+    return boost::asio::error::no_memory;
+  mr.reset(::ibv_reg_mr(pd, memory.get(), bytes, access));
+  if (!mr)
+    return from_errno();
+  return {};
+}
+
+error_code receive_ring::init(ibv_pd* pd, std::uint32_t depth, std::size_t slot_size,
+                              completion_target::function on_complete, void* owner) {
+  if (auto ec = block_.allocate(pd, depth, slot_size, IBV_ACCESS_LOCAL_WRITE))
+    return ec;
+  slots_.resize(depth);
+  released_.reserve(depth);
+  wrs_.resize(depth);
+  sges_.resize(depth);
+  for (std::uint32_t i = 0; i < depth; ++i) {
+    slots_[i].on_complete = on_complete;
+    slots_[i].owner = owner;
+    slots_[i].index = i;
+    released_.push_back(i);
+  }
+  return {};
+}
+
+void receive_ring::chain() {
+  const std::size_t n = released_.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    auto& s = slots_[released_[k]];
+    sges_[k] = {reinterpret_cast<std::uintptr_t>(block_.slot(s.index)),
+                static_cast<std::uint32_t>(block_.slot_size), block_.mr->lkey};
+    wrs_[k] = {};
+    wrs_[k].wr_id = s.wr_id();
+    wrs_[k].sg_list = &sges_[k];
+    wrs_[k].num_sge = 1;
+    wrs_[k].next = k + 1 < n ? &wrs_[k + 1] : nullptr;
+  }
+  released_.clear();
+}
+
+template <typename Queue, typename Post>
+error_code receive_ring::post_released(Queue* queue, Post post) {
+  if (released_.empty())
+    return {};
+  chain();
+  ibv_recv_wr* bad = nullptr;
+  if (int rc = post(queue, wrs_.data(), &bad))
+    return from_returned_errno(rc);
+  return {};
+}
+
+error_code receive_ring::post_to(ibv_qp* qp) {
+  return post_released(qp, [](ibv_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    return ::ibv_post_recv(q, wr, bad);
+  });
+}
+
+error_code receive_ring::post_to(ibv_srq* srq) {
+  return post_released(srq, [](ibv_srq* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    return ::ibv_post_srq_recv(q, wr, bad);
+  });
+}
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,68 @@
+// Receive buffers kept posted by the library: one registered slab of
+// equal-sized slots, posted to a queue pair (one connection) or to a shared
+// receive queue (many). Slots given back are reposted in one chained post.
+#pragma once
+
+#include "async/completion.hpp"
+#include "verbs/handles.hpp"
+
+#include <asio_rdma/error.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+namespace asio_rdma::detail {
+
+struct free_deleter {
+  void operator()(std::byte* p) const noexcept { std::free(p); }
+};
+
+/// Page-aligned memory registered with a protection domain.
+struct registered_block {
+  std::unique_ptr<std::byte, free_deleter> memory;
+  mr_ptr mr;
+  std::size_t slot_size = 0;
+
+  error_code allocate(ibv_pd* pd, std::size_t slots, std::size_t slot_size, int access);
+  std::byte* slot(std::uint32_t index) const { return memory.get() + index * slot_size; }
+};
+
+/// One receive buffer; its address is the receive work request's wr_id.
+struct receive_slot : completion_target {
+  void* owner = nullptr; // the connection_impl or shared_queues_impl
+  std::uint32_t index = 0;
+};
+
+class receive_ring {
+public:
+  /// Allocates and registers `depth` slots of `slot_size` bytes; all start
+  /// out released (to be posted by the next post_to()).
+  error_code init(ibv_pd* pd, std::uint32_t depth, std::size_t slot_size,
+                  completion_target::function on_complete, void* owner);
+
+  std::uint32_t depth() const { return static_cast<std::uint32_t>(slots_.size()); }
+  std::byte* slot(std::uint32_t index) const { return block_.slot(index); }
+
+  /// Gives a slot back; it is posted again by the next post_to().
+  void release(std::uint32_t index) { released_.push_back(index); }
+  bool has_released() const { return !released_.empty(); }
+  void forget_released() { released_.clear(); }
+
+  /// Posts every released slot in one chained call.
+  error_code post_to(ibv_qp* qp);
+  error_code post_to(ibv_srq* srq);
+
+private:
+  void chain();
+  template <typename Queue, typename Post> error_code post_released(Queue* queue, Post post);
+
+  registered_block block_;
+  std::vector<receive_slot> slots_;
+  std::vector<std::uint32_t> released_;
+  std::vector<ibv_recv_wr> wrs_;
+  std::vector<ibv_sge> sges_;
+};
+
+} // namespace asio_rdma::detail

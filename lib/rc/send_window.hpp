@@ -1,0 +1,128 @@
+// The send queue's bookkeeping, with no verbs call in it: which initiated
+// requests fit into the queue pair's send queue, which of them ask for a
+// completion (selective signalling), and which requests a completion
+// completes. connection_impl posts the chains take() builds and feeds the
+// completions back; test/unit/rc/send_window_test.cpp drives the same logic
+// with plain requests, without a device.
+#pragma once
+
+#include "async/object_pool.hpp"
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace asio_rdma::detail {
+
+/// `Request` has `Request* next` (for the intrusive queues) and an
+/// `ibv_send_wr wr` that take()'s `prepare` fills in.
+template <typename Request> class send_window {
+public:
+  /// One completion per this many requests. RC completes in order, so a
+  /// completion also completes the unsignalled requests posted before it
+  /// (errors are reported whether signalled or not).
+  static constexpr std::uint32_t signal_interval = 16;
+
+  /// The requests take() chained, ready for one ibv_post_send.
+  struct chain {
+    ibv_send_wr* first = nullptr;
+    std::uint32_t requests = 0;
+    std::uint32_t signaled = 0;
+  };
+
+  /// How many requests may be posted and not yet completed.
+  void set_depth(std::uint32_t depth) noexcept { depth_ = depth; }
+
+  /// Posted requests that have not completed.
+  std::uint32_t outstanding() const noexcept { return outstanding_; }
+  /// Some initiated request waits for room in the send queue.
+  bool has_queued() const noexcept { return !queued_.empty(); }
+
+  /// An initiated request joins the queue; take() posts it in turn.
+  void queue(Request* r) noexcept { queued_.push(r); }
+  /// Takes back a request that take() has not chained (cancellation).
+  bool withdraw(Request* r) noexcept { return queued_.remove(r); }
+  /// The next queued request, removed (close completes them all).
+  Request* pop_queued() noexcept { return queued_.pop(); }
+
+  /// Chains as many queued requests, in order, as the send queue has room
+  /// for. `prepare(request)` fills in request->wr (its signalled flag is
+  /// decided here). The last request of a chain is always signalled: nothing
+  /// may wait on a request that is never posted.
+  template <typename Prepare> chain take(Prepare&& prepare) {
+    chain c;
+    ibv_send_wr* last = nullptr;
+    while (outstanding_ < depth_) {
+      Request* r = queued_.pop();
+      if (!r)
+        break;
+      prepare(r);
+      r->wr.send_flags &= ~unsigned(IBV_SEND_SIGNALED);
+      if (++unsignaled_ >= signal_interval) {
+        r->wr.send_flags |= IBV_SEND_SIGNALED;
+        unsignaled_ = 0;
+        ++c.signaled;
+      }
+      r->wr.next = nullptr;
+      (last ? last->next : c.first) = &r->wr;
+      last = &r->wr;
+      ++c.requests;
+      ++outstanding_;
+      posted_.push(r);
+    }
+    if (last && !(last->send_flags & IBV_SEND_SIGNALED)) {
+      last->send_flags |= IBV_SEND_SIGNALED;
+      ++c.signaled;
+    }
+    unsignaled_ = 0;
+    return c;
+  }
+
+  /// ibv_post_send refused the chain from `bad` on: those requests (the
+  /// newest) leave the window, and each goes to `f`, oldest first.
+  template <typename F> void unposted(const ibv_send_wr* bad, F&& f) {
+    std::size_t count = 0;
+    for (const ibv_send_wr* wr = bad; wr; wr = wr->next)
+      ++count;
+    posted_.drop_tail(count, [&](Request* r) {
+      --outstanding_;
+      f(r);
+    });
+  }
+
+  /// The completion of `r` arrived (with `status`): the unsignalled requests
+  /// posted before it completed successfully. Each leaves the window and goes
+  /// to `f(request, status)`, oldest first. `f` may queue and take more.
+  /// `r` must be posted and not completed: the device reports each signalled
+  /// request once (no membership check on this path).
+  template <typename F> void completed(Request* r, ibv_wc_status status, F&& f) {
+    while (posted_.front() && posted_.front() != r) {
+      Request* earlier = posted_.pop();
+      --outstanding_;
+      f(earlier, IBV_WC_SUCCESS);
+    }
+    if (posted_.remove(r)) {
+      --outstanding_;
+      f(r, status);
+    }
+  }
+
+  /// The next posted request, removed: for a close after which the device
+  /// will report nothing more (the queue pair is destroyed).
+  Request* pop_posted() noexcept {
+    Request* r = posted_.pop();
+    if (r)
+      --outstanding_;
+    return r;
+  }
+
+private:
+  intrusive_queue<Request> queued_; // initiated, not yet posted
+  intrusive_queue<Request> posted_; // posted, in completion order
+  std::uint32_t depth_ = 0;
+  std::uint32_t outstanding_ = 0;
+  std::uint32_t unsignaled_ = 0; // posted since the last signalled request
+};
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,460 @@
+#include "ud/datagram_impl.hpp"
+#include "ud/datagram_resolver.hpp"
+#include "ud/ud_addressing.hpp"
+
+#include "async/handler_completion.hpp"
+#include "verbs/verbs_error.hpp"
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
+
+#include <arpa/inet.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace asio_rdma::detail {
+
+datagram_impl::~datagram_impl() {
+  close();
+}
+
+error_code datagram_impl::open(std::string_view address, std::uint16_t port,
+                               const datagram_options& options) {
+  if (options.receive_depth < 1 || options.receive_depth > 65536 || options.send_depth < 1 ||
+      options.send_depth > 65536 || options.resolve_timeout_ms < 1)
+    return errc::invalid_option;
+  options_ = options;
+  sockaddr_storage local{};
+  if (!make_sockaddr(address, port, local))
+    return boost::asio::error::invalid_argument;
+  error_code ec;
+  channel_ = cm_channel::create(ex_, ec);
+  if (ec)
+    return ec;
+  id_ = channel_->create_id(this, RDMA_PS_UDP, ec);
+  if (ec)
+    return ec;
+  if (::rdma_bind_addr(id_.get(), reinterpret_cast<sockaddr*>(&local)) != 0)
+    return from_errno();
+  if (!id_->verbs)
+    return errc::no_device; // bound to an address no RDMA device has
+  port_num_ = id_->port_num;
+  ibv_port_attr port_attr{};
+  if (int rc = ::ibv_query_port(id_->verbs, port_num_, &port_attr))
+    return from_returned_errno(rc);
+  mtu_ = 128u << port_attr.active_mtu;
+  // The GID of the bound address: the source of reply address handles.
+  const auto own_gid = mapped_gid(address_of(reinterpret_cast<sockaddr*>(&local)));
+  sgid_index_ = -1;
+  for (int i = 0; i < port_attr.gid_tbl_len && sgid_index_ < 0; ++i) {
+    ibv_gid_entry entry{};
+    if (::ibv_query_gid_ex(id_->verbs, port_num_, i, &entry, 0) == 0 &&
+        std::memcmp(entry.gid.raw, own_gid.data(), 16) == 0 &&
+        (entry.gid_type == IBV_GID_TYPE_ROCE_V2 || entry.gid_type == IBV_GID_TYPE_IB))
+      sgid_index_ = i;
+  }
+  if (sgid_index_ < 0)
+    sgid_index_ = 0;
+
+  device_ = get_device(id_->verbs, ec);
+  if (ec)
+    return ec;
+  const int entries = static_cast<int>(options.receive_depth + options.send_depth);
+  cq_ = completion_queue::create(ex_, id_->verbs, entries, ec);
+  if (ec)
+    return ec;
+  cq_->set_owner(weak_from_this());
+  cq_->set_mode(options.completion_mode, options.adaptive_spin);
+  if ((ec = ring_.init(device_->pd.get(), options.receive_depth, mtu_ + grh_bytes,
+                       &datagram_impl::on_receive_complete, this)))
+    return ec;
+  if ((ec = send_block_.allocate(device_->pd.get(), options.send_depth, mtu_, 0)))
+    return ec;
+  ibv_qp_init_attr attr{};
+  attr.send_cq = cq_->native();
+  attr.recv_cq = cq_->native();
+  attr.qp_type = IBV_QPT_UD;
+  attr.cap.max_send_wr = options.send_depth;
+  attr.cap.max_recv_wr = options.receive_depth;
+  attr.cap.max_send_sge = 1;
+  attr.cap.max_recv_sge = 1;
+  if (::rdma_create_qp(id_.get(), device_->pd.get(), &attr) != 0)
+    return from_errno();
+  qp_created_ = true;
+  send_slots_.resize(options.send_depth);
+  free_send_slots_.reserve(options.send_depth);
+  for (std::uint32_t i = options.send_depth; i > 0; --i) {
+    auto& s = send_slots_[i - 1];
+    s.on_complete = &datagram_impl::on_send_complete;
+    s.owner = this;
+    s.index = i - 1;
+    free_send_slots_.push_back(i - 1);
+  }
+  arrived_.reserve(options.receive_depth);
+  waiting_.reserve(16);
+  if ((ec = ring_.post_to(id_->qp)))
+    return ec;
+  if ((ec = cq_->start()))
+    return ec;
+  // Peers resolve this socket with SIDR requests to the listening id.
+  if (::rdma_listen(id_.get(), 128) != 0)
+    return from_errno();
+  channel_->add_interest();
+  open_ = true;
+  return {};
+}
+
+void datagram_impl::close() noexcept {
+  if (!id_ && !channel_)
+    return;
+  auto keep_alive = weak_from_this().lock(); // handlers below may drop the socket
+  closing_ = true;                           // so flushed sends post their handlers
+  const error_code aborted = boost::asio::error::operation_aborted;
+  while (!waiting_.empty()) {
+    auto w = waiting_.pop();
+    if (w.handler) {
+      cq_->remove_interest();
+      post_handler(ex_, std::move(w.handler), aborted, std::size_t(0), datagram_endpoint());
+    }
+  }
+  while (!queued_sends_.empty()) {
+    auto q = queued_sends_.pop();
+    post_handler(ex_, std::move(q.handler), aborted, std::size_t(0));
+  }
+  auto resolvers = std::move(resolvers_);
+  for (auto& r : resolvers)
+    r->finish(aborted, {});
+  for (auto& g : groups_) {
+    if (g->handler)
+      post_handler(g->ex, std::move(g->handler), aborted, datagram_endpoint());
+    detach(*g);
+    if (g->id)
+      ::rdma_leave_multicast(g->id.get(), reinterpret_cast<sockaddr*>(&g->address));
+  }
+  groups_.clear();
+  if (qp_created_ && posted_sends_ > 0) {
+    // Flush the send queue: each posted send completes (aborted) before its
+    // slot's memory goes. A flush is quick; bound the wait all the same.
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    ::ibv_modify_qp(id_->qp, &attr, IBV_QP_STATE);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (posted_sends_ > 0 && std::chrono::steady_clock::now() < deadline)
+      cq_->poll();
+    for (auto& s : send_slots_)
+      if (s.handler)
+        post_handler(ex_, std::move(s.handler), aborted, std::size_t(0));
+  }
+  if (open_)
+    channel_->remove_interest();
+  open_ = false;
+  if (cq_)
+    cq_->stop();
+  if (qp_created_)
+    ::rdma_destroy_qp(id_.get());
+  qp_created_ = false;
+  id_.reset();
+  replies_.clear();
+  channel_.reset();
+}
+
+const sockaddr* datagram_impl::bound_address() const {
+  return rdma_get_local_addr(id_.get());
+}
+
+std::uint16_t datagram_impl::local_port() const {
+  return id_ ? ntohs(rdma_get_src_port(id_.get())) : 0;
+}
+
+datagram_endpoint datagram_impl::local_endpoint() const {
+  datagram_endpoint ep;
+  if (!id_)
+    return ep;
+  ep.address = address_of(bound_address());
+  ep.gid = mapped_gid(ep.address);
+  ep.qp_num = id_->qp ? id_->qp->qp_num : 0;
+  ep.qkey = udp_qkey;
+  return ep;
+}
+void datagram_impl::forget(datagram_resolver* r) {
+  // Destroyed later: r is still running its own finish().
+  for (auto it = resolvers_.begin(); it != resolvers_.end(); ++it)
+    if (it->get() == r) {
+      boost::asio::post(ex_, [doomed = std::move(*it)] {});
+      resolvers_.erase(it);
+      return;
+    }
+}
+
+
+void datagram_impl::on_cm_event(const cm_event& ev) {
+  for (auto& g : groups_)
+    if (g->id.get() == ev.id)
+      return on_group_event(*g, ev);
+  if (ev.type != RDMA_CM_EVENT_CONNECT_REQUEST || !id_ || !id_->qp)
+    return;
+  // A peer resolves this socket: answer with our queue pair; the request's
+  // own id is not needed afterwards (UD has no connection).
+  rdma_conn_param param{};
+  param.qp_num = id_->qp->qp_num;
+  if (::rdma_accept(ev.id, &param) != 0)
+    ::rdma_reject(ev.id, nullptr, 0);
+  ::rdma_destroy_id(ev.id);
+}
+void datagram_impl::resolve(const asio::any_io_executor& ex, std::string host, std::uint16_t port,
+                            datagram_resolve_handler handler) {
+  auto r = std::make_shared<datagram_resolver>(*this, ex, std::move(handler));
+  resolvers_.push_back(r);
+  r->start(host, port);
+}
+
+std::shared_ptr<address_handle> datagram_impl::handle_for(const datagram_endpoint& peer,
+                                                          error_code& ec) {
+  if (peer.handle)
+    return peer.handle;
+  // A received sender: one handle per GID, created on the first reply.
+  auto& cached = replies_[peer.gid];
+  if (cached)
+    return cached;
+  ibv_ah_attr attr{};
+  attr.is_global = 1;
+  std::memcpy(attr.grh.dgid.raw, peer.gid.data(), 16);
+  attr.grh.sgid_index = static_cast<std::uint8_t>(sgid_index_);
+  attr.grh.hop_limit = 64;
+  attr.port_num = port_num_;
+  auto handle = std::make_shared<address_handle>();
+  handle->owner = device_;
+  handle->ah.reset(::ibv_create_ah(device_->pd.get(), &attr));
+  if (!handle->ah) {
+    ec = from_errno();
+    replies_.erase(peer.gid);
+    return nullptr;
+  }
+  cached = handle;
+  return handle;
+}
+
+void datagram_impl::send(const const_buffer_array& b, const datagram_endpoint& peer,
+                         datagram_send_handler handler, bool direct) {
+  if (b.too_many)
+    return post_handler(ex_, std::move(handler), error_code(boost::asio::error::invalid_argument),
+                        std::size_t(0));
+  if (b.total_size > mtu_)
+    return post_handler(ex_, std::move(handler), error_code(errc::message_too_large),
+                        std::size_t(0));
+  if (peer.qp_num == 0)
+    return post_handler(ex_, std::move(handler), error_code(boost::asio::error::invalid_argument),
+                        std::size_t(0));
+  if (free_send_slots_.empty() && queued_sends_.empty())
+    cq_->poll(); // completed sends give their slots back
+  if (free_send_slots_.empty() || !queued_sends_.empty()) {
+    // Beyond send_depth in flight: keep a copy and send in order later.
+    queued_send q;
+    q.data.resize(b.total_size);
+    boost::asio::buffer_copy(boost::asio::buffer(q.data), std::span(b.buffers.data(), b.count));
+    q.peer = peer;
+    q.handler.swap(handler);
+    q.direct = direct;
+    queued_sends_.push(std::move(q));
+    return;
+  }
+  error_code ec;
+  auto handle = handle_for(peer, ec);
+  if (ec)
+    return post_handler(ex_, std::move(handler), ec, std::size_t(0));
+  auto& slot = send_slots_[free_send_slots_.back()];
+  free_send_slots_.pop_back();
+  std::byte* data = send_block_.slot(slot.index);
+  boost::asio::buffer_copy(boost::asio::buffer(data, mtu_), std::span(b.buffers.data(), b.count));
+  slot.handler.swap(handler);
+  slot.direct = direct;
+  slot.handle = std::move(handle);
+  post_send(slot, {data, b.total_size}, slot.handle->ah.get(), peer);
+}
+
+void datagram_impl::post_send(send_slot& slot, std::span<const std::byte> data, ibv_ah* ah,
+                              const datagram_endpoint& peer) {
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(data.data()),
+              static_cast<std::uint32_t>(data.size()), send_block_.mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = slot.wr_id();
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.ud.ah = ah;
+  wr.wr.ud.remote_qpn = peer.qp_num;
+  wr.wr.ud.remote_qkey = peer.qkey ? peer.qkey : udp_qkey;
+  slot.bytes = data.size();
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ::ibv_post_send(id_->qp, &wr, &bad)) {
+    slot.handle.reset();
+    free_send_slots_.push_back(slot.index);
+    return post_handler(ex_, std::move(slot.handler), from_returned_errno(rc), std::size_t(0));
+  }
+  ++posted_sends_;
+  cq_->add_interest();
+}
+
+void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc) {
+  auto& slot = *static_cast<send_slot*>(target);
+  auto& self = *slot.owner;
+  --self.posted_sends_;
+  self.cq_->remove_interest();
+  slot.handle.reset();
+  auto handler = std::move(slot.handler);
+  self.free_send_slots_.push_back(slot.index);
+  // Queued sends take the slot before the handler can initiate more.
+  while (!self.queued_sends_.empty() && !self.free_send_slots_.empty() && self.open_) {
+    auto q = self.queued_sends_.pop();
+    error_code ec;
+    auto handle = self.handle_for(q.peer, ec);
+    if (ec) {
+      post_handler(self.ex_, std::move(q.handler), ec, std::size_t(0));
+      continue;
+    }
+    auto& next = self.send_slots_[self.free_send_slots_.back()];
+    self.free_send_slots_.pop_back();
+    std::byte* data = self.send_block_.slot(next.index);
+    std::memcpy(data, q.data.data(), q.data.size());
+    next.handler.swap(q.handler);
+    next.direct = q.direct;
+    next.handle = std::move(handle);
+    self.post_send(next, {data, q.data.size()}, next.handle->ah.get(), q.peer);
+  }
+  if (!handler)
+    return;
+  error_code ec;
+  if (wc.status == IBV_WC_WR_FLUSH_ERR)
+    ec = boost::asio::error::operation_aborted;
+  else if (wc.status != IBV_WC_SUCCESS)
+    ec = make_wc_error(wc.status);
+  // From the completion path, a handler that runs on the socket's executor
+  // is called directly (no type-erased executor, no allocation).
+  if (slot.direct && !self.closing_)
+    std::move(handler)(ec, ec ? std::size_t(0) : slot.bytes);
+  else
+    dispatch_handler(self.ex_, std::move(handler), ec, ec ? std::size_t(0) : slot.bytes);
+}
+
+void datagram_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
+  auto& slot = *static_cast<receive_slot*>(target);
+  auto& self = *static_cast<datagram_impl*>(slot.owner);
+  if (wc.status != IBV_WC_SUCCESS) {
+    if (self.open_ && wc.status != IBV_WC_WR_FLUSH_ERR) {
+      self.ring_.release(slot.index); // a bad datagram is dropped, the buffer reused
+      self.repost();
+    }
+    return;
+  }
+  const std::uint32_t bytes = wc.byte_len > grh_bytes ? wc.byte_len - grh_bytes : 0;
+  self.arrived_.push({slot.index, bytes, wc.src_qp});
+  self.deliver();
+}
+
+datagram_endpoint datagram_impl::sender_of(const arrival& a) const {
+  const std::byte* grh = ring_.slot(a.slot);
+  datagram_endpoint ep;
+  ep.qp_num = a.source_qp;
+  ep.qkey = udp_qkey;
+  const auto* g = reinterpret_cast<const std::uint8_t*>(grh);
+  if ((g[20] >> 4) == 4) {
+    // RoCE v2 over IPv4: the IPv4 header's source address.
+    ep.gid[10] = ep.gid[11] = 0xff;
+    std::memcpy(ep.gid.data() + 12, g + 20 + 12, 4);
+  } else {
+    std::memcpy(ep.gid.data(), g + 8, 16); // the GRH's source GID
+  }
+  ep.address = address_of(ep.gid);
+  return ep;
+}
+
+void datagram_impl::repost() {
+  if (open_ && ring_.has_released())
+    ring_.post_to(id_->qp);
+}
+
+void datagram_impl::deliver() {
+  while (!waiting_.empty() && !arrived_.empty()) {
+    auto& w = waiting_.front();
+    if (!w.handler) { // cancelled
+      waiting_.pop();
+      continue;
+    }
+    auto a = arrived_.front();
+    if (w.buffers.total_size < a.bytes) {
+      auto done = waiting_.pop();
+      cq_->remove_interest();
+      boost::asio::get_associated_cancellation_slot(done.handler).clear();
+      dispatch_handler(ex_, std::move(done.handler), error_code(errc::buffer_too_small),
+                       std::size_t(0), datagram_endpoint());
+      continue; // the datagram stays queued
+    }
+    arrived_.pop();
+    auto done = waiting_.pop();
+    const std::byte* payload = ring_.slot(a.slot) + grh_bytes;
+    boost::asio::buffer_copy(std::span(done.buffers.buffers.data(), done.buffers.count),
+                             boost::asio::buffer(payload, a.bytes));
+    auto sender = sender_of(a);
+    ring_.release(a.slot);
+    repost();
+    cq_->remove_interest();
+    boost::asio::get_associated_cancellation_slot(done.handler).clear();
+    if (done.direct)
+      std::move(done.handler)(error_code(), std::size_t(a.bytes), std::move(sender));
+    else
+      dispatch_handler(ex_, std::move(done.handler), error_code(), std::size_t(a.bytes),
+                       std::move(sender));
+  }
+}
+
+void datagram_impl::receive(const mutable_buffer_array& b, datagram_receive_handler handler,
+                            bool direct) {
+  if (b.too_many)
+    return post_handler(ex_, std::move(handler), error_code(boost::asio::error::invalid_argument),
+                        std::size_t(0), datagram_endpoint());
+  cq_->add_interest();
+  if (waiting_.empty() && !arrived_.empty()) {
+    // Already here: complete through a post, never inside the initiation.
+    auto a = arrived_.front();
+    if (b.total_size < a.bytes) {
+      cq_->remove_interest();
+      return post_handler(ex_, std::move(handler), error_code(errc::buffer_too_small),
+                          std::size_t(0), datagram_endpoint());
+    }
+    arrived_.pop();
+    boost::asio::buffer_copy(std::span(b.buffers.data(), b.count),
+                             boost::asio::buffer(ring_.slot(a.slot) + grh_bytes, a.bytes));
+    auto sender = sender_of(a);
+    ring_.release(a.slot);
+    repost();
+    cq_->remove_interest();
+    return post_handler(ex_, std::move(handler), error_code(), std::size_t(a.bytes),
+                        std::move(sender));
+  }
+  const std::uint64_t id = next_receive_id_++;
+  auto slot = boost::asio::get_associated_cancellation_slot(handler);
+  if (slot.is_connected())
+    slot.assign([weak = weak_from_this(), id](boost::asio::cancellation_type) {
+      if (auto self = weak.lock())
+        self->cancel_receive(id);
+    });
+  waiting_.push({id, b, std::move(handler), direct});
+}
+
+void datagram_impl::cancel_receive(std::uint64_t id) {
+  for (std::size_t i = 0; i < waiting_.size(); ++i) {
+    auto& w = waiting_.at(i);
+    if (w.id == id && w.handler) {
+      cq_->remove_interest();
+      post_handler(ex_, std::move(w.handler), error_code(boost::asio::error::operation_aborted),
+                   std::size_t(0), datagram_endpoint());
+      w.handler = nullptr;
+      return;
+    }
+  }
+}
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,184 @@
+// The state behind a datagram_socket: one UD queue pair on a bound rdma_cm
+// UDP id that answers peers' SIDR requests, its completion queue, the
+// library's receive buffers and send slots, and the address handle cache.
+#pragma once
+
+#include "async/completion_queue.hpp"
+#include "cm/cm_channel.hpp"
+#include "rc/receive_ring.hpp"
+#include "verbs/device.hpp"
+#include "verbs/handles.hpp"
+
+#include <asio_rdma/datagram_socket.hpp>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace asio_rdma::detail {
+
+/// An ibv_ah shared by the endpoints that use it; keeps its PD's device alive.
+struct address_handle {
+  std::shared_ptr<device> owner;
+  ah_ptr ah; // destroyed before `owner` lets the device go
+};
+
+/// A first-in first-out ring that grows when full and never shrinks, so the
+/// steady state allocates nothing. Elements are only ever move-constructed:
+/// Boost 1.81's any_completion_handler move assignment wraps the handler
+/// recursively (fixed in 1.82), so nothing here assigns one.
+template <typename T> class growing_queue {
+public:
+  bool empty() const { return count_ == 0; }
+  std::size_t size() const { return count_; }
+  T& front() { return *items_[head_]; }
+  T& at(std::size_t i) { return *items_[(head_ + i) % items_.size()]; }
+  void push(T item) {
+    if (count_ == items_.size())
+      grow();
+    items_[(head_ + count_) % items_.size()].emplace(std::move(item));
+    ++count_;
+  }
+  T pop() {
+    T item(std::move(*items_[head_]));
+    items_[head_].reset();
+    head_ = (head_ + 1) % items_.size();
+    --count_;
+    return item;
+  }
+  void reserve(std::size_t n) {
+    while (items_.size() < n)
+      grow();
+  }
+
+private:
+  void grow() {
+    std::vector<std::optional<T>> bigger(std::max<std::size_t>(8, items_.size() * 2));
+    for (std::size_t i = 0; i < count_; ++i)
+      bigger[i].emplace(std::move(at(i)));
+    items_ = std::move(bigger);
+    head_ = 0;
+  }
+  std::vector<std::optional<T>> items_;
+  std::size_t head_ = 0;
+  std::size_t count_ = 0;
+};
+
+class datagram_resolver;
+
+class datagram_impl : public std::enable_shared_from_this<datagram_impl>, public cm_event_target {
+public:
+  explicit datagram_impl(const asio::any_io_executor& ex) : ex_(ex) {}
+  ~datagram_impl();
+
+  error_code open(std::string_view address, std::uint16_t port, const datagram_options& options);
+  void close() noexcept;
+
+  void on_cm_event(const cm_event& event) override;
+
+  void resolve(const asio::any_io_executor& ex, std::string host, std::uint16_t port,
+               datagram_resolve_handler handler);
+  void send(const const_buffer_array& buffers, const datagram_endpoint& peer,
+            datagram_send_handler handler, bool direct);
+  void receive(const mutable_buffer_array& buffers, datagram_receive_handler handler, bool direct);
+
+  void join(const asio::any_io_executor& ex, std::string group, datagram_resolve_handler handler);
+  error_code leave(std::string_view group);
+
+  std::uint16_t local_port() const;
+  datagram_endpoint local_endpoint() const;
+  std::size_t max_message_size() const { return mtu_; }
+  ibv_qp* qp() const { return id_ ? id_->qp : nullptr; }
+  rdma_cm_id* cm_id() const { return id_.get(); }
+  const asio::any_io_executor& executor() const { return ex_; }
+
+  // Used by the resolver.
+  cm_channel& channel() { return *channel_; }
+  const std::shared_ptr<device>& dev() const { return device_; }
+  const sockaddr* bound_address() const;
+  std::uint32_t resolve_timeout_ms() const { return options_.resolve_timeout_ms; }
+  void forget(datagram_resolver* r);
+
+private:
+  struct send_slot : completion_target {
+    datagram_impl* owner = nullptr;
+    std::uint32_t index = 0;
+    std::size_t bytes = 0;
+    std::shared_ptr<address_handle> handle; // alive while the WR is posted
+    datagram_send_handler handler;
+    bool direct = false; // the handler runs on the socket's executor
+  };
+  struct queued_send {
+    std::vector<std::byte> data;
+    datagram_endpoint peer;
+    datagram_send_handler handler;
+    bool direct = false;
+  };
+  struct arrival {
+    std::uint32_t slot = 0;
+    std::uint32_t bytes = 0; // payload, without the GRH area
+    std::uint32_t source_qp = 0;
+  };
+  struct waiting_receive {
+    std::uint64_t id = 0;
+    mutable_buffer_array buffers;
+    datagram_receive_handler handler;
+    bool direct = false;
+  };
+
+  // One multicast group: its own rdma_cm id (the socket's id listens and
+  // cannot join); the queue pair is attached to the group's GID once joined.
+  struct group {
+    cm_id_ptr id;
+    sockaddr_storage address{};
+    boost::asio::ip::address ip;
+    asio::any_io_executor ex;
+    datagram_resolve_handler handler; // while joining
+    bool attached = false;
+    ibv_gid mgid{};
+    std::uint16_t mlid = 0;
+  };
+  void on_group_event(group& g, const cm_event& ev);
+  void detach(group& g);
+
+  static void on_send_complete(completion_target* target, const ibv_wc& wc);
+  static void on_receive_complete(completion_target* target, const ibv_wc& wc);
+  void deliver();
+  void cancel_receive(std::uint64_t id);
+  void post_send(send_slot& slot, std::span<const std::byte> data, ibv_ah* ah,
+                 const datagram_endpoint& peer);
+  std::shared_ptr<address_handle> handle_for(const datagram_endpoint& peer, error_code& ec);
+  datagram_endpoint sender_of(const arrival& a) const;
+  void repost();
+
+  asio::any_io_executor ex_;
+  datagram_options options_;
+  std::shared_ptr<cm_channel> channel_;
+  std::shared_ptr<device> device_;
+  std::shared_ptr<completion_queue> cq_;
+  receive_ring ring_;
+  registered_block send_block_;
+  cm_id_ptr id_; // the bound, listening id that owns the queue pair
+  bool qp_created_ = false;
+  bool open_ = false;
+  bool closing_ = false;
+  std::uint8_t port_num_ = 0;
+  int sgid_index_ = 0;
+  std::uint32_t mtu_ = 0;
+
+  std::vector<send_slot> send_slots_;
+  std::vector<std::uint32_t> free_send_slots_;
+  growing_queue<queued_send> queued_sends_;
+  growing_queue<arrival> arrived_;
+  growing_queue<waiting_receive> waiting_;
+  std::uint64_t next_receive_id_ = 1;
+  std::uint32_t posted_sends_ = 0;
+  // Reply address handles by peer GID (created on the first reply only).
+  std::map<std::array<std::uint8_t, 16>, std::shared_ptr<address_handle>> replies_;
+  std::vector<std::shared_ptr<datagram_resolver>> resolvers_;
+  std::vector<std::unique_ptr<group>> groups_;
+};
+
+} // namespace asio_rdma::detail

@@ -1,0 +1,196 @@
+// The send queue's bookkeeping (lib/rc/send_window.hpp) without a device:
+// back-pressure at the queue depth, ordering, selective signalling, what a
+// completion completes, and a post the device refuses part of.
+#define BOOST_TEST_MODULE send_window
+#include <boost/test/unit_test.hpp>
+
+#include "rc/send_window.hpp"
+
+#include <array>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using asio_rdma::detail::send_window;
+
+struct request {
+  request* next = nullptr;
+  ibv_send_wr wr{};
+  int id = 0;
+};
+
+template <std::size_t N> struct fixture {
+  std::array<request, N> requests;
+  send_window<request> window;
+  std::vector<int> prepared;
+
+  explicit fixture(std::uint32_t depth) {
+    window.set_depth(depth);
+    for (std::size_t i = 0; i < N; ++i)
+      requests[i].id = static_cast<int>(i);
+  }
+  void queue_all() {
+    for (auto& r : requests)
+      window.queue(&r);
+  }
+  // What the connection's prepare does to a send: a fresh work request that
+  // asks for a completion (the window decides whether it keeps asking).
+  send_window<request>::chain take() {
+    return window.take([this](request* r) {
+      r->wr = {};
+      r->wr.wr_id = static_cast<std::uint64_t>(r->id);
+      r->wr.send_flags = IBV_SEND_SIGNALED;
+      prepared.push_back(r->id);
+    });
+  }
+};
+
+std::vector<int> ids(const ibv_send_wr* first) {
+  std::vector<int> out;
+  for (auto* wr = first; wr; wr = wr->next)
+    out.push_back(static_cast<int>(wr->wr_id));
+  return out;
+}
+
+std::vector<int> signalled(const ibv_send_wr* first) {
+  std::vector<int> out;
+  for (auto* wr = first; wr; wr = wr->next)
+    if (wr->send_flags & IBV_SEND_SIGNALED)
+      out.push_back(static_cast<int>(wr->wr_id));
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(takes_no_more_than_the_depth_in_initiation_order) {
+  fixture<10> f(4);
+  f.queue_all();
+  auto c = f.take();
+  BOOST_TEST(ids(c.first) == (std::vector<int>{0, 1, 2, 3}), boost::test_tools::per_element());
+  BOOST_TEST(c.requests == 4u);
+  BOOST_TEST(f.window.outstanding() == 4u);
+  BOOST_TEST(f.window.has_queued());
+  // A full window chains nothing and prepares nothing more.
+  auto again = f.take();
+  BOOST_TEST(!again.first);
+  BOOST_TEST(again.requests == 0u);
+  BOOST_TEST(f.prepared.size() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(one_request_in_sixteen_is_signalled_and_always_the_last) {
+  fixture<40> f(64);
+  f.queue_all();
+  auto c = f.take();
+  BOOST_TEST(c.requests == 40u);
+  BOOST_TEST(signalled(c.first) == (std::vector<int>{15, 31, 39}), boost::test_tools::per_element());
+  BOOST_TEST(c.signaled == 3u);
+  // The count starts again with each chain: a lone request is signalled.
+  fixture<1> single(8);
+  single.queue_all();
+  auto one = single.take();
+  BOOST_TEST(signalled(one.first) == std::vector<int>{0}, boost::test_tools::per_element());
+  BOOST_TEST(one.signaled == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_completion_completes_the_unsignalled_requests_before_it) {
+  fixture<40> f(64);
+  f.queue_all();
+  f.take();
+  std::vector<std::pair<int, ibv_wc_status>> done;
+  auto record = [&](request* r, ibv_wc_status s) { done.emplace_back(r->id, s); };
+  f.window.completed(&f.requests[15], IBV_WC_SUCCESS, record);
+  BOOST_TEST_REQUIRE(done.size() == 16u);
+  for (int i = 0; i < 16; ++i) {
+    BOOST_TEST(done[i].first == i);
+    BOOST_TEST(done[i].second == IBV_WC_SUCCESS);
+  }
+  BOOST_TEST(f.window.outstanding() == 24u);
+  // An error on the next signalled request: the requests before it
+  // succeeded, it carries the error.
+  done.clear();
+  f.window.completed(&f.requests[31], IBV_WC_REM_ACCESS_ERR, record);
+  BOOST_TEST_REQUIRE(done.size() == 16u);
+  BOOST_TEST(done.front().first == 16);
+  BOOST_TEST(done[14].second == IBV_WC_SUCCESS);
+  BOOST_TEST(done.back().first == 31);
+  BOOST_TEST(done.back().second == IBV_WC_REM_ACCESS_ERR);
+  BOOST_TEST(f.window.outstanding() == 8u);
+}
+
+BOOST_AUTO_TEST_CASE(room_freed_by_completions_lets_queued_requests_go) {
+  fixture<5> f(2);
+  f.queue_all();
+  BOOST_TEST(ids(f.take().first) == (std::vector<int>{0, 1}), boost::test_tools::per_element());
+  f.window.completed(&f.requests[1], IBV_WC_SUCCESS, [](request*, ibv_wc_status) {});
+  BOOST_TEST(f.window.outstanding() == 0u);
+  BOOST_TEST(ids(f.take().first) == (std::vector<int>{2, 3}), boost::test_tools::per_element());
+  f.window.completed(&f.requests[2], IBV_WC_SUCCESS, [](request*, ibv_wc_status) {});
+  BOOST_TEST(ids(f.take().first) == std::vector<int>{4}, boost::test_tools::per_element());
+  BOOST_TEST(!f.window.has_queued());
+}
+
+BOOST_AUTO_TEST_CASE(requests_a_handler_starts_are_not_completed_by_the_same_completion) {
+  // A handler run from a completion may initiate and post more work; the
+  // completion that is being delivered must not complete that work too.
+  fixture<6> f(8);
+  for (int i = 0; i < 3; ++i)
+    f.window.queue(&f.requests[i]);
+  f.take(); // 0, 1, 2; 2 signalled
+  std::vector<int> done;
+  f.window.completed(&f.requests[2], IBV_WC_SUCCESS, [&](request* r, ibv_wc_status) {
+    done.push_back(r->id);
+    if (r->id == 0) {
+      for (int i = 3; i < 6; ++i)
+        f.window.queue(&f.requests[i]);
+      f.take();
+    }
+  });
+  BOOST_TEST(done == (std::vector<int>{0, 1, 2}), boost::test_tools::per_element());
+  BOOST_TEST(f.window.outstanding() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_tail_leaves_the_window_oldest_first) {
+  fixture<6> f(8);
+  f.queue_all();
+  auto c = f.take();
+  // The device refused the chain from request 4 on.
+  const ibv_send_wr* bad = &f.requests[4].wr;
+  std::vector<int> refused;
+  f.window.unposted(bad, [&](request* r) { refused.push_back(r->id); });
+  BOOST_TEST(refused == (std::vector<int>{4, 5}), boost::test_tools::per_element());
+  BOOST_TEST(f.window.outstanding() == 4u);
+  BOOST_TEST(c.requests == 6u);
+  // The posted ones still complete in order.
+  std::vector<int> done;
+  f.window.completed(&f.requests[3], IBV_WC_SUCCESS,
+                     [&](request* r, ibv_wc_status) { done.push_back(r->id); });
+  BOOST_TEST(done == (std::vector<int>{0, 1, 2, 3}), boost::test_tools::per_element());
+  BOOST_TEST(f.window.outstanding() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(only_requests_not_yet_posted_can_be_withdrawn) {
+  fixture<4> f(2);
+  f.queue_all();
+  f.take(); // 0 and 1 posted, 2 and 3 queued
+  BOOST_TEST(!f.window.withdraw(&f.requests[0]));
+  BOOST_TEST(f.window.withdraw(&f.requests[3]));
+  BOOST_TEST(!f.window.withdraw(&f.requests[3]));
+  f.window.completed(&f.requests[1], IBV_WC_SUCCESS, [](request*, ibv_wc_status) {});
+  BOOST_TEST(ids(f.take().first) == std::vector<int>{2}, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(close_takes_back_queued_then_posted_requests) {
+  fixture<5> f(3);
+  f.queue_all();
+  f.take();
+  std::vector<int> queued, posted;
+  while (request* r = f.window.pop_queued())
+    queued.push_back(r->id);
+  while (request* r = f.window.pop_posted())
+    posted.push_back(r->id);
+  BOOST_TEST(queued == (std::vector<int>{3, 4}), boost::test_tools::per_element());
+  BOOST_TEST(posted == (std::vector<int>{0, 1, 2}), boost::test_tools::per_element());
+  BOOST_TEST(f.window.outstanding() == 0u);
+  BOOST_TEST(!f.window.has_queued());
+}

@@ -1,0 +1,52 @@
+#define BOOST_TEST_MODULE error
+#include <boost/test/unit_test.hpp>
+
+#include <asio_rdma/error.hpp>
+
+// error.hpp is the one header every user's program reads: it must not bring
+// in the verbs headers, nor an `asio` alias into namespace asio_rdma (which
+// would clash with this declaration of a namespace of that name).
+#ifdef INFINIBAND_VERBS_H
+#error "asio_rdma/error.hpp includes <infiniband/verbs.h>"
+#endif
+namespace asio_rdma::asio {}
+
+#include "../../../lib/verbs/verbs_error.hpp"
+
+#include <infiniband/verbs.h>
+
+namespace ar = asio_rdma;
+
+BOOST_AUTO_TEST_CASE(errc_has_own_category_and_messages) {
+  ar::error_code ec = ar::errc::rejected;
+  BOOST_TEST(ec.category().name() == std::string("asio_rdma"));
+  BOOST_TEST((ec.message() == "connection rejected by the peer"));
+  BOOST_TEST((ec == ar::errc::rejected));
+  BOOST_TEST((ec != ar::errc::message_too_large));
+  for (int v = 1; v <= static_cast<int>(ar::errc::remote_failure); ++v)
+    BOOST_TEST((ar::rdma_category().message(v).find("unknown") == std::string::npos));
+}
+
+BOOST_AUTO_TEST_CASE(wc_status_maps_to_conditions) {
+  auto flush = ar::make_wc_error(IBV_WC_WR_FLUSH_ERR);
+  BOOST_TEST((flush == ar::wc_condition::flushed));
+  BOOST_TEST((flush != ar::wc_condition::remote));
+  BOOST_TEST((flush.message() == std::string(ibv_wc_status_str(IBV_WC_WR_FLUSH_ERR))));
+  BOOST_TEST((ar::make_wc_error(IBV_WC_REM_ACCESS_ERR) == ar::wc_condition::remote));
+  BOOST_TEST((ar::make_wc_error(IBV_WC_LOC_LEN_ERR) == ar::wc_condition::local));
+  BOOST_TEST((ar::make_wc_error(IBV_WC_RNR_RETRY_EXC_ERR) == ar::wc_condition::transport));
+  BOOST_TEST((ar::make_wc_error(IBV_WC_RETRY_EXC_ERR) != ar::wc_condition::local));
+}
+
+BOOST_AUTO_TEST_CASE(errno_normalisation_compares_with_asio_errors) {
+  BOOST_TEST(!ar::detail::from_returned_errno(0));
+  BOOST_TEST((ar::detail::from_returned_errno(ECANCELED) == boost::asio::error::operation_aborted));
+  errno = ETIMEDOUT;
+  BOOST_TEST((ar::detail::from_minus_one(-1) == boost::asio::error::timed_out));
+  BOOST_TEST(!ar::detail::from_minus_one(0));
+  errno = 0;
+  // A failure with errno unset must still read as a failure.
+  BOOST_TEST((ar::detail::from_errno().value() == EIO));
+  BOOST_TEST((ar::detail::from_negative_count(-1).value() == EIO));
+  BOOST_TEST(!ar::detail::from_negative_count(3));
+}
