@@ -233,8 +233,10 @@ public:
   /// Awaits the peer's advertisement (libiwarp's iw_wait_recv_adv): the next
   /// message, decoded. Completion signature: void(error_code, remote_buffer).
   /// Errors: asio::error::timed_out after `timeout`; errc::protocol_error if
-  /// the message is not a valid advertisement (truncated, unknown version);
-  /// those of async_receive. Cancellation (any type) is honoured.
+  /// the message is not a valid advertisement (truncated, unknown version,
+  /// or longer than 64 bytes: that one stays queued, as with async_receive's
+  /// buffer_too_small); those of async_receive. Cancellation (any type) is
+  /// honoured. A composed operation (async_receive and a timer).
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_receive_remote_buffer(std::chrono::milliseconds timeout, CompletionToken&& token = {});
 

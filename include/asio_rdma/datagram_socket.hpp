@@ -211,11 +211,13 @@ void start_datagram_join(const std::shared_ptr<datagram_impl>& impl,
                          const boost::asio::any_io_executor& ex, std::string group,
                          datagram_resolve_handler handler);
 void start_datagram_send(const std::shared_ptr<datagram_impl>& impl,
-                         const boost::asio::any_io_executor& ex, const const_buffer_array& buffers,
+                         const boost::asio::any_io_executor& ex,
+                         const buffer_view<boost::asio::const_buffer>& buffers,
                          const datagram_endpoint& peer, datagram_send_handler handler, bool direct);
 void start_datagram_receive(const std::shared_ptr<datagram_impl>& impl,
                             const boost::asio::any_io_executor& ex,
-                            const mutable_buffer_array& buffers, datagram_receive_handler handler,
+                            const buffer_view<boost::asio::mutable_buffer>& buffers,
+                            datagram_receive_handler handler,
                             bool direct);
 } // namespace detail
 
@@ -246,11 +248,11 @@ datagram_socket::async_send_to(const ConstBufferSequence& buffers, const datagra
                                CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
       [](auto handler, std::shared_ptr<detail::datagram_impl> impl, const executor_type& ex,
-         const detail::const_buffer_array& b, const datagram_endpoint& peer) {
+         const auto& b, const datagram_endpoint& peer) {
         const bool direct = detail::runs_on(handler, ex);
-        detail::start_datagram_send(impl, ex, b, peer, std::move(handler), direct);
+        detail::start_datagram_send(impl, ex, b.view(), peer, std::move(handler), direct);
       },
-      token, impl_, ex_, detail::make_buffer_array<boost::asio::const_buffer>(buffers), peer);
+      token, impl_, ex_, detail::capture_buffers<boost::asio::const_buffer>(buffers), peer);
 }
 
 template <typename MutableBufferSequence, typename CompletionToken>
@@ -259,11 +261,11 @@ datagram_socket::async_receive_from(const MutableBufferSequence& buffers, Comple
   return boost::asio::async_initiate<CompletionToken,
                                      void(error_code, std::size_t, datagram_endpoint)>(
       [](auto handler, std::shared_ptr<detail::datagram_impl> impl, const executor_type& ex,
-         const detail::mutable_buffer_array& b) {
+         const auto& b) {
         const bool direct = detail::runs_on(handler, ex);
-        detail::start_datagram_receive(impl, ex, b, std::move(handler), direct);
+        detail::start_datagram_receive(impl, ex, b.view(), std::move(handler), direct);
       },
-      token, impl_, ex_, detail::make_buffer_array<boost::asio::mutable_buffer>(buffers));
+      token, impl_, ex_, detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
 }
 
 /// \endcond

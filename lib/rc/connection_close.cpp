@@ -1,6 +1,6 @@
-// connection_impl: why a connection ended (terminal_error), disconnect and
-// close, draining posted work, teardown, and the io_context waits a pending
-// operation needs (interest).
+// connection_impl: disconnect and close, draining posted work, teardown, and
+// the io_context waits a pending operation needs (interest). What operations
+// get once the connection is closed: close_reason.hpp.
 #include "rc/connection_impl.hpp"
 
 #include "async/handler_completion.hpp"
@@ -10,28 +10,15 @@
 
 namespace asio_rdma::detail {
 
-error_code connection_impl::terminal_error(bool for_receive) const {
-  if (failure_)
-    return failure_;
-  if (!for_receive)
-    return asio::error::not_connected;
-  if (closed_locally_)
-    return asio::error::operation_aborted;
-  if (peer_disconnected_ || disconnect_requested_)
-    return asio::error::eof;
-  return asio::error::not_connected;
-}
-
 // ---------------------------------------------------------------- teardown
 
 void connection_impl::disconnect(void_handler handler) {
   if (state_ != state::open) {
-    error_code ec = peer_disconnected_ ? error_code() : error_code(asio::error::not_connected);
-    post_handler(ex_, std::move(handler), ec);
+    post_handler(ex_, std::move(handler), ending_.for_late_disconnect());
     return;
   }
   assign_handler(disconnect_handler_, std::move(handler));
-  disconnect_requested_ = true;
+  ending_.disconnect_requested();
   op_started();
   auto slot = asio::get_associated_cancellation_slot(disconnect_handler_);
   if (slot.is_connected())
@@ -58,7 +45,7 @@ void connection_impl::close() noexcept {
     return;
   if (establish_handler_)
     return fail_establishment(asio::error::operation_aborted, true);
-  closed_locally_ = true;
+  ending_.closed_locally();
   if (state_ == state::closing) {
     fail_waiting_receives(true);
     return;
@@ -71,8 +58,7 @@ void connection_impl::begin_close(error_code reason) {
   // (a coroutine that ends and destroys its connection): keep this object
   // alive until the close is done. Empty only when called from the destructor.
   const auto keep_alive = weak_from_this().lock();
-  if (reason && !failure_)
-    failure_ = reason;
+  ending_.failed(reason);
   if (state_ == state::closing || state_ == state::closed) {
     fail_waiting_receives(true);
     return;
@@ -93,7 +79,7 @@ void connection_impl::begin_close(error_code reason) {
   }
   // Work that was never posted completes now.
   while (operation* op = sends_.pop_queued())
-    complete(op, failure_ ? failure_ : error_code(asio::error::operation_aborted), 0, true);
+    complete(op, ending_.for_withdrawn_work(), 0, true);
   // Messages that arrived before the error are delivered before end-of-stream.
   if (cq_)
     cq_->poll();
@@ -126,11 +112,11 @@ void connection_impl::finish_close() {
   // Destroying the queue pair withdrew whatever the device had not flushed.
   while (operation* op = sends_.pop_posted()) {
     release_send_slot(op);
-    complete(op, failure_ ? failure_ : error_code(asio::error::operation_aborted), 0, true);
+    complete(op, ending_.for_withdrawn_work(), 0, true);
   }
   fail_waiting_receives(true);
   // Out of band, no CM event follows: the flush was the whole disconnect.
-  if (!disconnect_requested_ || peer_disconnected_ || out_of_band_)
+  if (!ending_.disconnect_was_requested() || ending_.peer_has_disconnected() || out_of_band_)
     complete_disconnect({});
   auto keep = std::move(self_); // may destroy *this when the caller returns
 }

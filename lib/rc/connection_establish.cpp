@@ -289,7 +289,7 @@ void connection_impl::on_cm_event(const cm_event& event) {
     if (establish_handler_) {
       fail_establishment(asio::error::connection_reset, false);
     } else if (state_ == state::open) {
-      peer_disconnected_ = true;
+      ending_.peer_disconnected();
       // Deliver every message that arrived before the disconnect first.
       if (cq_)
         cq_->poll();

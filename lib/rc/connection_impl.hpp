@@ -6,6 +6,7 @@
 #include "async/object_pool.hpp"
 #include "cm/cm_channel.hpp"
 #include "rc/arrival_queue.hpp"
+#include "rc/close_reason.hpp"
 #include "rc/operation.hpp"
 #include "rc/receive_ring.hpp"
 #include "rc/send_window.hpp"
@@ -149,8 +150,6 @@ private:
   void op_started();
   void op_finished();
   void sync_interest();
-  /// What an operation gets once the connection is no longer open.
-  error_code terminal_error(bool for_receive) const;
 
   asio::any_io_executor ex_;
   connection_options options_;
@@ -197,11 +196,7 @@ private:
   // batch ends (after_cq_batch).
   bool interest_sync_pending_ = false;
 
-  // Why the connection left the open state (decides what queued work gets).
-  error_code failure_; // first device / protocol error
-  bool closed_locally_ = false;
-  bool disconnect_requested_ = false;
-  bool peer_disconnected_ = false;
+  close_reason ending_; // why the connection left the open state: what operations get
 
   std::vector<std::byte> peer_private_data_;
   connection_handler establish_handler_;

@@ -47,7 +47,7 @@ void connection_impl::start_receive(operation* op) {
     cq_->poll();
   }
   if (state_ != state::open && arrived_.empty())
-    return complete(op, terminal_error(true), 0, true);
+    return complete(op, ending_.for_receive(), 0, true);
   op->counted = true;
   op_started();
   waiting_receives_.push(op);
@@ -103,7 +103,7 @@ void connection_impl::fail_waiting_receives(bool defer) {
   if (!arrived_.empty())
     return; // messages still to deliver come first
   while (!waiting_receives_.empty())
-    complete(waiting_receives_.pop(), terminal_error(true), 0, defer);
+    complete(waiting_receives_.pop(), ending_.for_receive(), 0, defer);
 }
 
 void connection_impl::deliver(operation* op) {

@@ -25,7 +25,7 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
   else if (buffers.total_size > options_.max_message_size)
     ec = errc::message_too_large;
   else if (state_ != state::open)
-    ec = terminal_error(false);
+    ec = ending_.for_new_work();
   operation* op = new_op(op_kind::send, direct);
   assign_handler(op->handler, std::move(handler));
   if (ec)
@@ -51,7 +51,7 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
 }
 
 void connection_impl::work(const work_request& request, size_handler handler, bool direct) {
-  error_code ec = state_ != state::open ? terminal_error(false) : check_work(request);
+  error_code ec = state_ != state::open ? ending_.for_new_work() : check_work(request);
   operation* op = new_op(op_kind::work, direct);
   assign_handler(op->handler, std::move(handler));
   if (ec)
@@ -305,7 +305,7 @@ void connection_impl::finish_posted(operation* op, ibv_wc_status status) {
   release_send_slot(op);
   error_code ec;
   if (status == IBV_WC_WR_FLUSH_ERR) {
-    ec = failure_ ? failure_ : error_code(asio::error::operation_aborted);
+    ec = ending_.for_withdrawn_work();
   } else if (status != IBV_WC_SUCCESS) {
     ec = make_wc_error(status);
     begin_close(ec);

@@ -236,7 +236,7 @@ std::shared_ptr<address_handle> datagram_impl::handle_for(const datagram_endpoin
   return handle;
 }
 
-void datagram_impl::send(const const_buffer_array& b, const datagram_endpoint& peer,
+void datagram_impl::send(const buffer_view<boost::asio::const_buffer>& b, const datagram_endpoint& peer,
                          datagram_send_handler handler, bool direct) {
   if (b.too_many)
     return post_handler(ex_, std::move(handler), error_code(boost::asio::error::invalid_argument),
@@ -253,7 +253,7 @@ void datagram_impl::send(const const_buffer_array& b, const datagram_endpoint& p
     // Beyond send_depth in flight: keep a copy and send in order later.
     queued_send q;
     q.data.resize(b.total_size);
-    boost::asio::buffer_copy(boost::asio::buffer(q.data), std::span(b.buffers.data(), b.count));
+    boost::asio::buffer_copy(boost::asio::buffer(q.data), std::span(b.buffers, b.count));
     q.peer = peer;
     q.handler.swap(handler);
     q.direct = direct;
@@ -267,7 +267,7 @@ void datagram_impl::send(const const_buffer_array& b, const datagram_endpoint& p
   auto& slot = send_slots_[free_send_slots_.back()];
   free_send_slots_.pop_back();
   std::byte* data = send_block_.slot(slot.index);
-  boost::asio::buffer_copy(boost::asio::buffer(data, mtu_), std::span(b.buffers.data(), b.count));
+  boost::asio::buffer_copy(boost::asio::buffer(data, mtu_), std::span(b.buffers, b.count));
   slot.handler.swap(handler);
   slot.direct = direct;
   slot.handle = std::move(handle);
@@ -410,7 +410,7 @@ void datagram_impl::deliver() {
   }
 }
 
-void datagram_impl::receive(const mutable_buffer_array& b, datagram_receive_handler handler,
+void datagram_impl::receive(const buffer_view<boost::asio::mutable_buffer>& b, datagram_receive_handler handler,
                             bool direct) {
   if (b.too_many)
     return post_handler(ex_, std::move(handler), error_code(boost::asio::error::invalid_argument),
@@ -425,7 +425,7 @@ void datagram_impl::receive(const mutable_buffer_array& b, datagram_receive_hand
                           std::size_t(0), datagram_endpoint());
     }
     arrived_.pop();
-    boost::asio::buffer_copy(std::span(b.buffers.data(), b.count),
+    boost::asio::buffer_copy(std::span(b.buffers, b.count),
                              boost::asio::buffer(ring_.slot(a.slot) + grh_bytes, a.bytes));
     auto sender = sender_of(a);
     ring_.release(a.slot);
@@ -441,7 +441,9 @@ void datagram_impl::receive(const mutable_buffer_array& b, datagram_receive_hand
       if (auto self = weak.lock())
         self->cancel_receive(id);
     });
-  waiting_.push({id, b, std::move(handler), direct});
+  waiting_receive w{id, {}, std::move(handler), direct};
+  w.buffers.assign(b); // the caller's view lives only as long as this call
+  waiting_.push(std::move(w));
 }
 
 void datagram_impl::cancel_receive(std::uint64_t id) {

@@ -80,9 +80,9 @@ public:
 
   void resolve(const asio::any_io_executor& ex, std::string host, std::uint16_t port,
                datagram_resolve_handler handler);
-  void send(const const_buffer_array& buffers, const datagram_endpoint& peer,
+  void send(const buffer_view<boost::asio::const_buffer>& buffers, const datagram_endpoint& peer,
             datagram_send_handler handler, bool direct);
-  void receive(const mutable_buffer_array& buffers, datagram_receive_handler handler, bool direct);
+  void receive(const buffer_view<boost::asio::mutable_buffer>& buffers, datagram_receive_handler handler, bool direct);
 
   void join(const asio::any_io_executor& ex, std::string group, datagram_resolve_handler handler);
   error_code leave(std::string_view group);

@@ -104,7 +104,8 @@ void start_datagram_join(const std::shared_ptr<datagram_impl>& impl,
 }
 
 void start_datagram_send(const std::shared_ptr<datagram_impl>& impl,
-                         const boost::asio::any_io_executor& ex, const const_buffer_array& buffers,
+                         const boost::asio::any_io_executor& ex,
+                         const buffer_view<boost::asio::const_buffer>& buffers,
                          const datagram_endpoint& peer, datagram_send_handler handler,
                          bool direct) {
   if (!impl)
@@ -115,7 +116,8 @@ void start_datagram_send(const std::shared_ptr<datagram_impl>& impl,
 
 void start_datagram_receive(const std::shared_ptr<datagram_impl>& impl,
                             const boost::asio::any_io_executor& ex,
-                            const mutable_buffer_array& buffers, datagram_receive_handler handler,
+                            const buffer_view<boost::asio::mutable_buffer>& buffers,
+                            datagram_receive_handler handler,
                             bool direct) {
   if (!impl)
     return post_handler(ex, std::move(handler), error_code(boost::asio::error::bad_descriptor),
