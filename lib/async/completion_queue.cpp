@@ -18,19 +18,16 @@ std::shared_ptr<completion_queue> completion_queue::create(const asio::any_io_ex
   }
   if ((ec = set_nonblocking(channel->fd)))
     return nullptr;
-  cq_ptr cq(::ibv_create_cq(device, entries, nullptr, channel.get(), 0));
-  if (!cq) {
-    ec = from_errno();
+  event_counted_cq cq;
+  if ((ec = cq.create(device, entries, channel.get())))
     return nullptr;
-  }
-  ec = {};
   auto self = std::make_shared<completion_queue>(ex, std::move(channel), std::move(cq));
   self->waiter_.set_owner(self);
   return self;
 }
 
 completion_queue::completion_queue(const asio::any_io_executor& ex, comp_channel_ptr channel,
-                                   cq_ptr cq)
+                                   event_counted_cq cq)
     : ex_(ex), channel_(std::move(channel)), cq_(std::move(cq)),
       waiter_(ex, channel_->fd, &completion_queue::on_readable, this) {}
 

@@ -28,7 +28,7 @@ public:
   static std::shared_ptr<completion_queue> create(const asio::any_io_executor& ex,
                                                   ibv_context* device, int entries, error_code& ec);
 
-  completion_queue(const asio::any_io_executor& ex, comp_channel_ptr channel, cq_ptr cq);
+  completion_queue(const asio::any_io_executor& ex, comp_channel_ptr channel, event_counted_cq cq);
   ~completion_queue();
   completion_queue(const completion_queue&) = delete;
   completion_queue& operator=(const completion_queue&) = delete;

@@ -53,15 +53,16 @@ public:
   template <typename Prepare> chain take(Prepare&& prepare) {
     chain c;
     ibv_send_wr* last = nullptr;
+    std::uint32_t unsignaled = 0; // chained since the last signalled request
     while (outstanding_ < depth_) {
       Request* r = queued_.pop();
       if (!r)
         break;
       prepare(r);
       r->wr.send_flags &= ~unsigned(IBV_SEND_SIGNALED);
-      if (++unsignaled_ >= signal_interval) {
+      if (++unsignaled >= signal_interval) {
         r->wr.send_flags |= IBV_SEND_SIGNALED;
-        unsignaled_ = 0;
+        unsignaled = 0;
         ++c.signaled;
       }
       r->wr.next = nullptr;
@@ -75,7 +76,6 @@ public:
       last->send_flags |= IBV_SEND_SIGNALED;
       ++c.signaled;
     }
-    unsignaled_ = 0;
     return c;
   }
 
@@ -122,7 +122,6 @@ private:
   intrusive_queue<Request> posted_; // posted, in completion order
   std::uint32_t depth_ = 0;
   std::uint32_t outstanding_ = 0;
-  std::uint32_t unsignaled_ = 0; // posted since the last signalled request
 };
 
 } // namespace asio_rdma::detail

@@ -15,7 +15,8 @@ namespace asio_rdma::detail {
 class event_counted_cq {
 public:
   event_counted_cq() = default;
-  explicit event_counted_cq(cq_ptr cq) noexcept : cq_(std::move(cq)) {}
+  event_counted_cq(event_counted_cq&& other) noexcept
+      : cq_(std::move(other.cq_)), unacked_(std::exchange(other.unacked_, 0u)) {}
   event_counted_cq(const event_counted_cq&) = delete;
   event_counted_cq& operator=(const event_counted_cq&) = delete;
   ~event_counted_cq() { reset(); }
