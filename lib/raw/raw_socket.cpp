@@ -2,7 +2,7 @@
 // back halves, and the batches and flow handles that lend its resources.
 #include <asio_rdma/raw_socket.hpp>
 
-#include "async/handler_completion.hpp"
+#include "async/pending_operation.hpp"
 #include "raw/bpf_filter.hpp"
 #include "raw/packet_backend.hpp"
 #include "raw/raw_socket_core.hpp"
@@ -199,8 +199,8 @@ void post_closed(const asio::any_io_executor& ex, Handler handler, Args&&... arg
   if (!ex)
     throw boost::system::system_error(asio::error::bad_descriptor,
                                       "raw_socket: operation on a socket that was never opened");
-  detail::post_completion(ex, std::move(handler), error_code(asio::error::bad_descriptor),
-                          std::forward<Args>(args)...);
+  detail::complete_now(ex, std::move(handler), detail::delivery::post,
+                       error_code(asio::error::bad_descriptor), std::forward<Args>(args)...);
 }
 } // namespace
 

@@ -1,6 +1,5 @@
 #include "raw/raw_socket_core.hpp"
 
-#include "async/handler_completion.hpp"
 
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -179,34 +178,26 @@ bool raw_socket_core::owns_flow(std::size_t index, std::uint64_t generation) con
 // --- operation plumbing ---
 
 template <typename Signature>
-void raw_socket_core::begin(pending_operation<Signature>& op,
+void raw_socket_core::begin(raw_operation<Signature>& op,
                             asio::any_completion_handler<Signature> h, operation_kind kind) {
-  op.work = tracked_executor(h, executor_);
-  // swap, not move assignment: in Boost 1.81 any_completion_handler's move assignment wraps the
-  // handler in itself endlessly (fixed in 1.82).
-  op.handler.swap(h);
+  op.handler.start(std::move(h));
+  op.work = op.handler.tracked_executor(executor_);
   op.active = true;
   op.cancel_requested = false;
   ++op.generation;
-  auto slot = asio::get_associated_cancellation_slot(op.handler);
-  if (slot.is_connected())
-    slot.assign([this, kind](asio::cancellation_type) { request_cancel(kind); });
+  op.handler.on_cancel([this, kind](asio::cancellation_type) { request_cancel(kind); });
 }
 
 template <typename Signature, typename... Args>
-void raw_socket_core::finish(pending_operation<Signature>& op, bool post, Args&&... args) {
+void raw_socket_core::finish(raw_operation<Signature>& op, bool post, Args&&... args) {
   auto handler = std::move(op.handler);
-  auto work = std::move(op.work);
-  op.handler = nullptr;
+  auto work = std::move(op.work); // released once the handler is delivered
   op.work = {};
   op.active = false;
   op.cancel_requested = false;
   ++op.generation;
-  asio::get_associated_cancellation_slot(handler).clear();
-  if (post)
-    post_completion(executor_, std::move(handler), std::forward<Args>(args)...);
-  else
-    dispatch_completion(work, std::move(handler), std::forward<Args>(args)...);
+  handler.complete(executor_, post ? delivery::post : delivery::dispatch,
+                   std::forward<Args>(args)...);
 }
 
 void raw_socket_core::request_cancel(operation_kind kind) noexcept {
@@ -273,7 +264,7 @@ void raw_socket_core::start_receive(std::size_t max_packets, std::chrono::nanose
   else if (max_packets == 0)
     ec = errc::invalid_option;
   if (ec) {
-    post_completion(executor_, std::move(handler), ec, receive_batch());
+    complete_now(executor_, std::move(handler), delivery::post, ec, receive_batch());
     return;
   }
   begin(receive_, std::move(handler), operation_kind::receive);
@@ -390,7 +381,7 @@ void raw_socket_core::start_acquire(std::size_t n, acquire_handler handler) {
   else if (n == 0)
     ec = errc::invalid_option;
   if (ec) {
-    post_completion(executor_, std::move(handler), ec, send_batch());
+    complete_now(executor_, std::move(handler), delivery::post, ec, send_batch());
     return;
   }
   begin(acquire_, std::move(handler), operation_kind::acquire);
@@ -412,7 +403,7 @@ void raw_socket_core::start_send(send_batch batch, send_handler handler) {
         ec = errc::invalid_option;
   if (ec) {
     // The batch's buffers go back unsent when it is destroyed here.
-    post_completion(executor_, std::move(handler), ec);
+    complete_now(executor_, std::move(handler), delivery::post, ec);
     return;
   }
   begin(send_, std::move(handler), operation_kind::send);
@@ -429,7 +420,7 @@ void raw_socket_core::start_flush(send_handler handler) {
   else if (flush_.active)
     ec = asio::error::already_started;
   if (ec) {
-    post_completion(executor_, std::move(handler), ec);
+    complete_now(executor_, std::move(handler), delivery::post, ec);
     return;
   }
   begin(flush_, std::move(handler), operation_kind::flush);

@@ -4,6 +4,7 @@
 // closes; every wait handler holds it too, so it outlives its pending waits.
 #pragma once
 
+#include "async/pending_operation.hpp"
 #include "raw/backend.hpp"
 #include "raw/interface_info.hpp"
 #include "raw/multicast_groups.hpp"
@@ -21,9 +22,10 @@
 
 namespace asio_rdma::detail {
 
-/// One outstanding operation's handler and the work it keeps alive on its executor.
-template <typename Signature> struct pending_operation {
-  boost::asio::any_completion_handler<Signature> handler;
+/// One outstanding operation of a raw socket: its handler, and the work it keeps alive on the
+/// handler's executor while it waits (the socket's descriptor waits come and go).
+template <typename Signature> struct raw_operation {
+  pending_operation<Signature> handler;
   boost::asio::any_completion_executor work;
   std::uint64_t generation = 0;
   bool active = false;
@@ -75,10 +77,10 @@ private:
   enum class operation_kind { receive, acquire, send, flush };
 
   template <typename Signature>
-  void begin(pending_operation<Signature>& op, boost::asio::any_completion_handler<Signature> h,
+  void begin(raw_operation<Signature>& op, boost::asio::any_completion_handler<Signature> h,
              operation_kind kind);
   template <typename Signature, typename... Args>
-  void finish(pending_operation<Signature>& op, bool post, Args&&... args);
+  void finish(raw_operation<Signature>& op, bool post, Args&&... args);
   void request_cancel(operation_kind kind) noexcept;
   boost::asio::posix::stream_descriptor* descriptor_for(int fd) noexcept;
   void wait(const wait_plan& plan, boost::asio::cancellation_signal& signal,
@@ -110,7 +112,7 @@ private:
   boost::asio::cancellation_signal tx_wait_signal_;
   bool closed_ = false;
 
-  pending_operation<void(error_code, receive_batch)> receive_;
+  raw_operation<void(error_code, receive_batch)> receive_;
   std::size_t receive_max_ = 0;
   bool receive_poll_only_ = false;
   bool receive_has_deadline_ = false;
@@ -119,13 +121,13 @@ private:
   std::chrono::steady_clock::time_point receive_deadline_time_;
   std::vector<received_packet> receive_storage_; // recycled through the batches
 
-  pending_operation<void(error_code, send_batch)> acquire_;
+  raw_operation<void(error_code, send_batch)> acquire_;
   std::size_t acquire_count_ = 0;
   std::vector<send_packet> acquire_storage_; // recycled through the batches
-  pending_operation<void(error_code)> send_;
+  raw_operation<void(error_code)> send_;
   std::vector<send_packet> send_packets_;
   std::size_t send_next_ = 0;
-  pending_operation<void(error_code)> flush_;
+  raw_operation<void(error_code)> flush_;
   bool tx_waiting_ = false;
   error_code tx_error_; // a failed send completion, for the next send or flush
 

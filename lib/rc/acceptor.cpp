@@ -1,5 +1,5 @@
 // asio_rdma::acceptor: a listening rdma_cm id and the queue of its requests.
-#include "async/handler_completion.hpp"
+#include "async/pending_operation.hpp"
 #include "cm/cm_channel.hpp"
 #include "cm/endpoint.hpp"
 #include "internal_access.hpp"
@@ -15,6 +15,7 @@
 
 #include <cstring>
 #include <deque>
+#include <variant>
 
 namespace asio_rdma::detail {
 
@@ -65,16 +66,17 @@ public:
     return ep;
   }
 
-  void wait(request_handler as_request, connection_handler as_connection) {
-    if (!listen_id_) {
-      waiter w{std::move(as_request), std::move(as_connection), 0};
+  /// Waits for a request for `handler`: an async_accept_request's or an async_accept's.
+  template <typename Signature> void wait(asio::any_completion_handler<Signature> handler) {
+    waiter w{pending_operation<Signature>(std::move(handler)), 0};
+    if (!listen_id_)
       return finish(w, asio::error::bad_descriptor, nullptr, true);
-    }
-    waiter w{std::move(as_request), std::move(as_connection), ++next_waiter_};
-    auto slot = w.as_request ? asio::get_associated_cancellation_slot(w.as_request)
-                             : asio::get_associated_cancellation_slot(w.as_connection);
-    if (slot.is_connected())
-      slot.assign([this, key = w.key](asio::cancellation_type) { cancel(key); });
+    w.key = ++next_waiter_;
+    std::visit(
+        [&](auto& op) {
+          op.on_cancel([this, key = w.key](asio::cancellation_type) { cancel(key); });
+        },
+        w.handler);
     // The channel is waited on only while someone waits for a request: an idle
     // acceptor leaves no work in the io_context (requests queue in the kernel).
     if (waiters_.empty())
@@ -111,19 +113,10 @@ public:
 
 private:
   struct waiter {
-    request_handler as_request;
-    connection_handler as_connection;
+    std::variant<pending_operation<void(error_code, connection_request)>,
+                 pending_operation<void(error_code, connection)>>
+        handler;
     std::uint64_t key;
-
-    waiter(request_handler r, connection_handler c, std::uint64_t k)
-        : as_request(std::move(r)), as_connection(std::move(c)), key(k) {}
-    waiter(waiter&&) noexcept = default;
-    waiter& operator=(waiter&& other) noexcept { // see assign_handler
-      assign_handler(as_request, std::move(other.as_request));
-      assign_handler(as_connection, std::move(other.as_connection));
-      key = other.key;
-      return *this;
-    }
   };
 
   void match() {
@@ -153,25 +146,17 @@ private:
   }
 
   void finish(waiter& w, error_code ec, pending_request_ptr request, bool defer) {
-    auto clear = [](auto& handler) {
-      auto slot = asio::get_associated_cancellation_slot(handler);
-      if (slot.is_connected())
-        slot.clear();
-    };
-    if (w.as_connection) {
-      clear(w.as_connection);
-      if (!ec)
-        return start_accept_request_as_connection(std::move(request), options_.connection,
-                                                  std::move(w.as_connection));
-      post_handler(ex_, std::move(w.as_connection), ec, connection());
-      return;
+    if (auto* as_connection = std::get_if<1>(&w.handler)) {
+      if (ec)
+        return as_connection->complete(ex_, delivery::post, ec, connection());
+      // The request becomes a connection: the handler waits on for its establishment.
+      as_connection->ignore_cancel();
+      return start_accept_request_as_connection(std::move(request), options_.connection,
+                                                as_connection->release());
     }
-    clear(w.as_request);
     auto result = ec ? connection_request() : internal_access::make_request(std::move(request));
-    if (defer)
-      post_handler(ex_, std::move(w.as_request), ec, std::move(result));
-    else
-      dispatch_handler(ex_, std::move(w.as_request), ec, std::move(result));
+    std::get<0>(w.handler).complete(ex_, defer ? delivery::post : delivery::dispatch, ec,
+                                    std::move(result));
   }
 
   asio::any_io_executor ex_;
@@ -184,11 +169,11 @@ private:
 };
 
 void start_accept_request(acceptor_impl* impl, request_handler handler) {
-  impl->wait(std::move(handler), {});
+  impl->wait(std::move(handler));
 }
 
 void start_accept(acceptor_impl* impl, connection_handler handler) {
-  impl->wait({}, std::move(handler));
+  impl->wait(std::move(handler));
 }
 
 } // namespace asio_rdma::detail

@@ -3,10 +3,8 @@
 // get once the connection is closed: close_reason.hpp.
 #include "rc/connection_impl.hpp"
 
-#include "async/handler_completion.hpp"
 #include "rc/shared_queues_impl.hpp"
 
-#include <boost/asio/associated_cancellation_slot.hpp>
 
 namespace asio_rdma::detail {
 
@@ -14,16 +12,14 @@ namespace asio_rdma::detail {
 
 void connection_impl::disconnect(void_handler handler) {
   if (state_ != state::open) {
-    post_handler(ex_, std::move(handler), ending_.for_late_disconnect());
+    complete_now(ex_, std::move(handler), delivery::post, ending_.for_late_disconnect());
     return;
   }
-  assign_handler(disconnect_handler_, std::move(handler));
+  disconnect_handler_.start(std::move(handler));
   ending_.disconnect_requested();
   op_started();
-  auto slot = asio::get_associated_cancellation_slot(disconnect_handler_);
-  if (slot.is_connected())
-    slot.assign(
-        [this](asio::cancellation_type) { complete_disconnect(asio::error::operation_aborted); });
+  disconnect_handler_.on_cancel(
+      [this](asio::cancellation_type) { complete_disconnect(asio::error::operation_aborted); });
   start_timer(true);
   begin_close({});
 }
@@ -34,10 +30,7 @@ void connection_impl::complete_disconnect(error_code ec) {
   timer_.cancel();
   op_finished();
   auto handler = std::move(disconnect_handler_);
-  auto slot = asio::get_associated_cancellation_slot(handler);
-  if (slot.is_connected())
-    slot.clear();
-  post_handler(ex_, std::move(handler), ec);
+  handler.complete(ex_, delivery::post, ec);
 }
 
 void connection_impl::close() noexcept {

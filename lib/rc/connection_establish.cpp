@@ -3,7 +3,6 @@
 // keepalive.
 #include "rc/connection_impl.hpp"
 
-#include "async/handler_completion.hpp"
 #include "cm/endpoint.hpp"
 #include "internal_access.hpp"
 #include "rc/qp_timers.hpp"
@@ -38,16 +37,14 @@ int timeout_ms(std::chrono::milliseconds t) {
 
 void connection_impl::start_connect(std::string host, std::uint16_t port,
                                     connection_handler handler) {
-  assign_handler(establish_handler_, std::move(handler));
+  establish_handler_.start(std::move(handler));
   self_ = shared_from_this();
   op_started();
   if (options_.validate(connection_options::max_connect_private_data))
     return fail_establishment(errc::invalid_option, true);
-  auto slot = asio::get_associated_cancellation_slot(establish_handler_);
-  if (slot.is_connected())
-    slot.assign([this](asio::cancellation_type) {
-      fail_establishment(asio::error::operation_aborted, true);
-    });
+  establish_handler_.on_cancel([this](asio::cancellation_type) {
+    fail_establishment(asio::error::operation_aborted, true);
+  });
 
   error_code ec;
   auto address = asio::ip::make_address(host, ec);
@@ -102,7 +99,7 @@ void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination
 
 void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_ptr id,
                                    const cm_event& request, connection_handler handler) {
-  assign_handler(establish_handler_, std::move(handler));
+  establish_handler_.start(std::move(handler));
   self_ = shared_from_this();
   op_started();
   channel_ = std::move(channel);
@@ -125,11 +122,9 @@ void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_pt
                                          device_->attributes.max_qp_init_rd_atom});
   param.rnr_retry_count = 7; // 7 = retry forever: RNR is our flow control
   param.retry_count = options_.retry_count;
-  auto slot = asio::get_associated_cancellation_slot(establish_handler_);
-  if (slot.is_connected())
-    slot.assign([this](asio::cancellation_type) {
-      fail_establishment(asio::error::operation_aborted, true);
-    });
+  establish_handler_.on_cancel([this](asio::cancellation_type) {
+    fail_establishment(asio::error::operation_aborted, true);
+  });
   state_ = state::accepting;
   start_timer(false);
   if (::rdma_accept(id_.get(), &param) != 0)
@@ -327,10 +322,8 @@ void connection_impl::finish_establishment(const cm_event& event) {
   sync_interest();
   start_keepalive();
   auto handler = std::move(establish_handler_);
-  auto slot = asio::get_associated_cancellation_slot(handler);
-  if (slot.is_connected())
-    slot.clear();
-  dispatch_handler(ex_, std::move(handler), error_code(), internal_access::make_connection(shared_from_this()));
+  handler.complete(ex_, delivery::dispatch, error_code(),
+                   internal_access::make_connection(shared_from_this()));
 }
 
 void connection_impl::fail_establishment(error_code ec, bool defer) {
@@ -338,9 +331,6 @@ void connection_impl::fail_establishment(error_code ec, bool defer) {
     return;
   timer_.cancel();
   auto handler = std::move(establish_handler_);
-  auto slot = asio::get_associated_cancellation_slot(handler);
-  if (slot.is_connected())
-    slot.clear();
   // Keep the implementation for the rejection's private data; otherwise hand
   // back a connection that is not open.
   connection result = ec == errc::rejected ? internal_access::make_connection(shared_from_this()) : connection();
@@ -348,10 +338,7 @@ void connection_impl::fail_establishment(error_code ec, bool defer) {
   teardown();
   state_ = state::closed;
   auto keep = std::move(self_);
-  if (defer)
-    post_handler(ex_, std::move(handler), ec, std::move(result));
-  else
-    dispatch_handler(ex_, std::move(handler), ec, std::move(result));
+  handler.complete(ex_, defer ? delivery::post : delivery::dispatch, ec, std::move(result));
 }
 
 void connection_impl::start_timer(bool for_disconnect) {

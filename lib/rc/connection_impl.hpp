@@ -199,8 +199,8 @@ private:
   close_reason ending_; // why the connection left the open state: what operations get
 
   std::vector<std::byte> peer_private_data_;
-  connection_handler establish_handler_;
-  void_handler disconnect_handler_;
+  pending_operation<void(error_code, connection)> establish_handler_;
+  pending_operation<void(error_code)> disconnect_handler_;
   asio::steady_timer timer_;       // establishment and disconnect timeout
   asio::steady_timer drain_timer_; // bound on waiting for flushes when closing
 

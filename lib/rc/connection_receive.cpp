@@ -3,11 +3,9 @@
 // order, reposting the buffers.
 #include "rc/connection_impl.hpp"
 
-#include "async/handler_completion.hpp"
 #include "rc/shared_queues_impl.hpp"
 #include "verbs/verbs_error.hpp"
 
-#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/post.hpp>
 
 namespace asio_rdma::detail {
@@ -15,7 +13,7 @@ namespace asio_rdma::detail {
 void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
                               size_handler handler, bool direct) {
   operation* op = new_receive(buffers, direct);
-  assign_handler(op->handler, std::move(handler));
+  op->handler.start(std::move(handler));
   start_receive(op);
 }
 
@@ -23,7 +21,7 @@ void connection_impl::receive_message(const buffer_view<asio::mutable_buffer>& b
                                       message_handler handler, bool direct) {
   operation* op = new_receive(buffers, direct);
   op->wants_message = true;
-  assign_handler(op->message_handler_, std::move(handler));
+  op->message_handler_.start(std::move(handler));
   start_receive(op);
 }
 
@@ -51,10 +49,10 @@ void connection_impl::start_receive(operation* op) {
   op->counted = true;
   op_started();
   waiting_receives_.push(op);
-  auto slot = op->wants_message ? asio::get_associated_cancellation_slot(op->message_handler_)
-                                : asio::get_associated_cancellation_slot(op->handler);
-  if (slot.is_connected())
-    slot.template emplace<op_canceller>(op_canceller{this, op});
+  if (op->wants_message)
+    op->message_handler_.on_cancel(op_canceller{this, op});
+  else
+    op->handler.on_cancel(op_canceller{this, op});
   // A message is already here: deliver it from a posted task, through the
   // same FIFO as every other delivery, so that receive handlers always run
   // in the order the messages arrived (never from this initiating function).

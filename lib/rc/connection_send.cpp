@@ -3,11 +3,9 @@
 // signalling, send completions, and completing an operation's handler.
 #include "rc/connection_impl.hpp"
 
-#include "async/handler_completion.hpp"
 #include "rc/shared_queues_impl.hpp"
 #include "verbs/verbs_error.hpp"
 
-#include <boost/asio/associated_cancellation_slot.hpp>
 
 #include <arpa/inet.h>
 #include <cstring>
@@ -27,7 +25,7 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
   else if (state_ != state::open)
     ec = ending_.for_new_work();
   operation* op = new_op(op_kind::send, direct);
-  assign_handler(op->handler, std::move(handler));
+  op->handler.start(std::move(handler));
   if (ec)
     return complete(op, ec, 0, true);
   op->on_complete = &connection_impl::on_send_complete;
@@ -53,7 +51,7 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
 void connection_impl::work(const work_request& request, size_handler handler, bool direct) {
   error_code ec = state_ != state::open ? ending_.for_new_work() : check_work(request);
   operation* op = new_op(op_kind::work, direct);
-  assign_handler(op->handler, std::move(handler));
+  op->handler.start(std::move(handler));
   if (ec)
     return complete(op, ec, 0, true);
   op->on_complete = &connection_impl::on_send_complete;
@@ -80,9 +78,7 @@ void connection_impl::queue_send(operation* op) {
   op->counted = true;
   op_started();
   sends_.queue(op);
-  auto slot = asio::get_associated_cancellation_slot(op->handler);
-  if (slot.is_connected())
-    slot.template emplace<op_canceller>(op_canceller{this, op});
+  op->handler.on_cancel(op_canceller{this, op});
   // An idle send queue rings the doorbell at once (latency); otherwise the
   // request joins the batch flushed at the end of this io_context turn.
   if (sends_.outstanding() == 0 && !flush_scheduled_)
@@ -208,9 +204,7 @@ void connection_impl::flush() {
   // Sends: as many queued requests as the send queue has room for, chained.
   const auto chain = sends_.take([this](operation* op) {
     op->posted = true;
-    auto cancel_slot = asio::get_associated_cancellation_slot(op->handler);
-    if (cancel_slot.is_connected())
-      cancel_slot.clear(); // posted RC work cannot be withdrawn alone
+    op->handler.ignore_cancel(); // posted RC work cannot be withdrawn alone
     if (op->kind == op_kind::send) {
       prepare_send(op);
     } else if (op->atomic) {
@@ -318,21 +312,22 @@ void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, 
   const bool counted = op->counted;
   // From the completion path (never an initiating function), a handler that
   // runs on this executor is called directly, as Asio's own operations do.
-  const bool direct = op->direct && !defer;
+  const delivery how = defer       ? delivery::post
+                       : op->direct ? delivery::direct
+                                    : delivery::dispatch;
   if (op->wants_message) {
     auto handler = std::move(op->message_handler_);
     op_pool_.put(op);
     if (counted)
       op_finished();
-    invoke_handler(ex_, std::move(handler), direct, defer, ec,
-                   message ? *message : received_message());
+    handler.complete(ex_, how, ec, message ? *message : received_message());
     return;
   }
   auto handler = std::move(op->handler);
   op_pool_.put(op);
   if (counted)
     op_finished();
-  invoke_handler(ex_, std::move(handler), direct, defer, ec, bytes);
+  handler.complete(ex_, how, ec, bytes);
 }
 
 } // namespace asio_rdma::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "async/completion.hpp"
+#include "async/pending_operation.hpp"
 
 #include <asio_rdma/connection.hpp>
 #include <asio_rdma/detail/buffer_array.hpp>
@@ -40,8 +41,8 @@ struct operation : completion_target {
   bool direct = false;
   std::optional<std::uint32_t> immediate; // send with immediate
   std::uint32_t send_slot = no_slot;
-  size_handler handler;
-  message_handler message_handler_;
+  pending_operation<void(error_code, std::size_t)> handler;
+  pending_operation<void(error_code, received_message)> message_handler_;
   /// Small messages are copied here at initiation, so they need no user
   /// buffer afterwards (also used by async_send_remote_buffer).
   std::array<std::byte, 32> small{};

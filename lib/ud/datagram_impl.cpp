@@ -2,7 +2,6 @@
 #include "ud/datagram_resolver.hpp"
 #include "ud/ud_addressing.hpp"
 
-#include "async/handler_completion.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -116,19 +115,19 @@ void datagram_impl::close() noexcept {
     auto w = waiting_.pop();
     if (w.handler) {
       cq_->remove_interest();
-      post_handler(ex_, std::move(w.handler), aborted, std::size_t(0), datagram_endpoint());
+      w.handler.complete(ex_, delivery::post, aborted, std::size_t(0), datagram_endpoint());
     }
   }
   while (!queued_sends_.empty()) {
     auto q = queued_sends_.pop();
-    post_handler(ex_, std::move(q.handler), aborted, std::size_t(0));
+    q.handler.complete(ex_, delivery::post, aborted, std::size_t(0));
   }
   auto resolvers = std::move(resolvers_);
   for (auto& r : resolvers)
     r->finish(aborted, {});
   for (auto& g : groups_) {
     if (g->handler)
-      post_handler(g->ex, std::move(g->handler), aborted, datagram_endpoint());
+      g->handler.complete(g->ex, delivery::post, aborted, datagram_endpoint());
     detach(*g);
     if (g->id)
       ::rdma_leave_multicast(g->id.get(), reinterpret_cast<sockaddr*>(&g->address));
@@ -145,7 +144,7 @@ void datagram_impl::close() noexcept {
       cq_->poll();
     for (auto& s : send_slots_)
       if (s.handler)
-        post_handler(ex_, std::move(s.handler), aborted, std::size_t(0));
+        s.handler.complete(ex_, delivery::post, aborted, std::size_t(0));
   }
   if (open_)
     channel_->remove_interest();
@@ -239,13 +238,13 @@ std::shared_ptr<address_handle> datagram_impl::handle_for(const datagram_endpoin
 void datagram_impl::send(const buffer_view<boost::asio::const_buffer>& b, const datagram_endpoint& peer,
                          datagram_send_handler handler, bool direct) {
   if (b.too_many)
-    return post_handler(ex_, std::move(handler), error_code(boost::asio::error::invalid_argument),
+    return complete_now(ex_, std::move(handler), delivery::post, error_code(boost::asio::error::invalid_argument),
                         std::size_t(0));
   if (b.total_size > mtu_)
-    return post_handler(ex_, std::move(handler), error_code(errc::message_too_large),
+    return complete_now(ex_, std::move(handler), delivery::post, error_code(errc::message_too_large),
                         std::size_t(0));
   if (peer.qp_num == 0)
-    return post_handler(ex_, std::move(handler), error_code(boost::asio::error::invalid_argument),
+    return complete_now(ex_, std::move(handler), delivery::post, error_code(boost::asio::error::invalid_argument),
                         std::size_t(0));
   if (free_send_slots_.empty() && queued_sends_.empty())
     cq_->poll(); // completed sends give their slots back
@@ -255,7 +254,7 @@ void datagram_impl::send(const buffer_view<boost::asio::const_buffer>& b, const 
     q.data.resize(b.total_size);
     boost::asio::buffer_copy(boost::asio::buffer(q.data), std::span(b.buffers, b.count));
     q.peer = peer;
-    q.handler.swap(handler);
+    q.handler.start(std::move(handler));
     q.direct = direct;
     queued_sends_.push(std::move(q));
     return;
@@ -263,12 +262,12 @@ void datagram_impl::send(const buffer_view<boost::asio::const_buffer>& b, const 
   error_code ec;
   auto handle = handle_for(peer, ec);
   if (ec)
-    return post_handler(ex_, std::move(handler), ec, std::size_t(0));
+    return complete_now(ex_, std::move(handler), delivery::post, ec, std::size_t(0));
   auto& slot = send_slots_[free_send_slots_.back()];
   free_send_slots_.pop_back();
   std::byte* data = send_block_.slot(slot.index);
   boost::asio::buffer_copy(boost::asio::buffer(data, mtu_), std::span(b.buffers, b.count));
-  slot.handler.swap(handler);
+  slot.handler.start(std::move(handler));
   slot.direct = direct;
   slot.handle = std::move(handle);
   post_send(slot, {data, b.total_size}, slot.handle->ah.get(), peer);
@@ -292,7 +291,7 @@ void datagram_impl::post_send(send_slot& slot, std::span<const std::byte> data, 
   if (int rc = ::ibv_post_send(id_->qp, &wr, &bad)) {
     slot.handle.reset();
     free_send_slots_.push_back(slot.index);
-    return post_handler(ex_, std::move(slot.handler), from_returned_errno(rc), std::size_t(0));
+    return slot.handler.complete(ex_, delivery::post, from_returned_errno(rc), std::size_t(0));
   }
   ++posted_sends_;
   cq_->add_interest();
@@ -312,14 +311,14 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     error_code ec;
     auto handle = self.handle_for(q.peer, ec);
     if (ec) {
-      post_handler(self.ex_, std::move(q.handler), ec, std::size_t(0));
+      q.handler.complete(self.ex_, delivery::post, ec, std::size_t(0));
       continue;
     }
     auto& next = self.send_slots_[self.free_send_slots_.back()];
     self.free_send_slots_.pop_back();
     std::byte* data = self.send_block_.slot(next.index);
     std::memcpy(data, q.data.data(), q.data.size());
-    next.handler.swap(q.handler);
+    next.handler = std::move(q.handler);
     next.direct = q.direct;
     next.handle = std::move(handle);
     self.post_send(next, {data, q.data.size()}, next.handle->ah.get(), q.peer);
@@ -333,10 +332,8 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     ec = make_wc_error(wc.status);
   // From the completion path, a handler that runs on the socket's executor
   // is called directly (no type-erased executor, no allocation).
-  if (slot.direct && !self.closing_)
-    std::move(handler)(ec, ec ? std::size_t(0) : slot.bytes);
-  else
-    dispatch_handler(self.ex_, std::move(handler), ec, ec ? std::size_t(0) : slot.bytes);
+  handler.complete(self.ex_, slot.direct && !self.closing_ ? delivery::direct : delivery::dispatch,
+                   ec, ec ? std::size_t(0) : slot.bytes);
 }
 
 void datagram_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
@@ -387,9 +384,8 @@ void datagram_impl::deliver() {
     if (w.buffers.total_size < a.bytes) {
       auto done = waiting_.pop();
       cq_->remove_interest();
-      boost::asio::get_associated_cancellation_slot(done.handler).clear();
-      dispatch_handler(ex_, std::move(done.handler), error_code(errc::buffer_too_small),
-                       std::size_t(0), datagram_endpoint());
+      done.handler.complete(ex_, delivery::dispatch, error_code(errc::buffer_too_small),
+                            std::size_t(0), datagram_endpoint());
       continue; // the datagram stays queued
     }
     arrived_.pop();
@@ -401,19 +397,15 @@ void datagram_impl::deliver() {
     ring_.release(a.slot);
     repost();
     cq_->remove_interest();
-    boost::asio::get_associated_cancellation_slot(done.handler).clear();
-    if (done.direct)
-      std::move(done.handler)(error_code(), std::size_t(a.bytes), std::move(sender));
-    else
-      dispatch_handler(ex_, std::move(done.handler), error_code(), std::size_t(a.bytes),
-                       std::move(sender));
+    done.handler.complete(ex_, done.direct ? delivery::direct : delivery::dispatch, error_code(),
+                          std::size_t(a.bytes), std::move(sender));
   }
 }
 
 void datagram_impl::receive(const buffer_view<boost::asio::mutable_buffer>& b, datagram_receive_handler handler,
                             bool direct) {
   if (b.too_many)
-    return post_handler(ex_, std::move(handler), error_code(boost::asio::error::invalid_argument),
+    return complete_now(ex_, std::move(handler), delivery::post, error_code(boost::asio::error::invalid_argument),
                         std::size_t(0), datagram_endpoint());
   cq_->add_interest();
   if (waiting_.empty() && !arrived_.empty()) {
@@ -421,7 +413,7 @@ void datagram_impl::receive(const buffer_view<boost::asio::mutable_buffer>& b, d
     auto a = arrived_.front();
     if (b.total_size < a.bytes) {
       cq_->remove_interest();
-      return post_handler(ex_, std::move(handler), error_code(errc::buffer_too_small),
+      return complete_now(ex_, std::move(handler), delivery::post, error_code(errc::buffer_too_small),
                           std::size_t(0), datagram_endpoint());
     }
     arrived_.pop();
@@ -431,17 +423,15 @@ void datagram_impl::receive(const buffer_view<boost::asio::mutable_buffer>& b, d
     ring_.release(a.slot);
     repost();
     cq_->remove_interest();
-    return post_handler(ex_, std::move(handler), error_code(), std::size_t(a.bytes),
+    return complete_now(ex_, std::move(handler), delivery::post, error_code(), std::size_t(a.bytes),
                         std::move(sender));
   }
   const std::uint64_t id = next_receive_id_++;
-  auto slot = boost::asio::get_associated_cancellation_slot(handler);
-  if (slot.is_connected())
-    slot.assign([weak = weak_from_this(), id](boost::asio::cancellation_type) {
-      if (auto self = weak.lock())
-        self->cancel_receive(id);
-    });
-  waiting_receive w{id, {}, std::move(handler), direct};
+  waiting_receive w{id, {}, pending_operation(std::move(handler)), direct};
+  w.handler.on_cancel([weak = weak_from_this(), id](boost::asio::cancellation_type) {
+    if (auto self = weak.lock())
+      self->cancel_receive(id);
+  });
   w.buffers.assign(b); // the caller's view lives only as long as this call
   waiting_.push(std::move(w));
 }
@@ -451,9 +441,8 @@ void datagram_impl::cancel_receive(std::uint64_t id) {
     auto& w = waiting_.at(i);
     if (w.id == id && w.handler) {
       cq_->remove_interest();
-      post_handler(ex_, std::move(w.handler), error_code(boost::asio::error::operation_aborted),
-                   std::size_t(0), datagram_endpoint());
-      w.handler = nullptr;
+      w.handler.complete(ex_, delivery::post, error_code(boost::asio::error::operation_aborted),
+                         std::size_t(0), datagram_endpoint());
       return;
     }
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "async/completion_queue.hpp"
+#include "async/pending_operation.hpp"
 #include "cm/cm_channel.hpp"
 #include "rc/receive_ring.hpp"
 #include "verbs/device.hpp"
@@ -107,13 +108,13 @@ private:
     std::uint32_t index = 0;
     std::size_t bytes = 0;
     std::shared_ptr<address_handle> handle; // alive while the WR is posted
-    datagram_send_handler handler;
+    pending_operation<void(error_code, std::size_t)> handler;
     bool direct = false; // the handler runs on the socket's executor
   };
   struct queued_send {
     std::vector<std::byte> data;
     datagram_endpoint peer;
-    datagram_send_handler handler;
+    pending_operation<void(error_code, std::size_t)> handler;
     bool direct = false;
   };
   struct arrival {
@@ -124,7 +125,7 @@ private:
   struct waiting_receive {
     std::uint64_t id = 0;
     mutable_buffer_array buffers;
-    datagram_receive_handler handler;
+    pending_operation<void(error_code, std::size_t, datagram_endpoint)> handler;
     bool direct = false;
   };
 
@@ -135,7 +136,7 @@ private:
     sockaddr_storage address{};
     boost::asio::ip::address ip;
     asio::any_io_executor ex;
-    datagram_resolve_handler handler; // while joining
+    pending_operation<void(error_code, datagram_endpoint)> handler; // while joining
     bool attached = false;
     ibv_gid mgid{};
     std::uint16_t mlid = 0;

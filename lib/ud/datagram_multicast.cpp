@@ -3,7 +3,6 @@
 #include "ud/datagram_impl.hpp"
 #include "ud/ud_addressing.hpp"
 
-#include "async/handler_completion.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <boost/asio/ip/address.hpp>
@@ -12,7 +11,9 @@ namespace asio_rdma::detail {
 
 void datagram_impl::join(const asio::any_io_executor& ex, std::string text,
                          datagram_resolve_handler handler) {
-  auto fail = [&](error_code ec) { post_handler(ex, std::move(handler), ec, datagram_endpoint()); };
+  auto fail = [&](error_code ec) {
+    complete_now(ex, std::move(handler), delivery::post, ec, datagram_endpoint());
+  };
   error_code ec;
   auto g = std::make_unique<group>();
   g->ip = boost::asio::ip::make_address(text, ec);
@@ -30,7 +31,7 @@ void datagram_impl::join(const asio::any_io_executor& ex, std::string text,
   if (::rdma_join_multicast(g->id.get(), reinterpret_cast<sockaddr*>(&g->address), g.get()) != 0)
     return fail(from_errno());
   g->ex = ex;
-  g->handler.swap(handler);
+  g->handler.start(std::move(handler));
   groups_.push_back(std::move(g));
 }
 
@@ -47,7 +48,7 @@ void datagram_impl::on_group_event(group& g, const cm_event& ev) {
   if (ev.type != RDMA_CM_EVENT_MULTICAST_JOIN) {
     if (ev.type == RDMA_CM_EVENT_MULTICAST_ERROR || ev.type == RDMA_CM_EVENT_ADDR_ERROR ||
         ev.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-      post_handler(g.ex, std::move(g.handler), from_event_status(ev.status), datagram_endpoint());
+      g.handler.complete(g.ex, delivery::post, from_event_status(ev.status), datagram_endpoint());
       remove();
     }
     return;
@@ -72,7 +73,7 @@ void datagram_impl::on_group_event(group& g, const cm_event& ev) {
   if (ec) {
     detach(g);
     ::rdma_leave_multicast(g.id.get(), reinterpret_cast<sockaddr*>(&g.address));
-    post_handler(g.ex, std::move(g.handler), ec, datagram_endpoint());
+    g.handler.complete(g.ex, delivery::post, ec, datagram_endpoint());
     return remove();
   }
   datagram_endpoint ep;
@@ -81,7 +82,7 @@ void datagram_impl::on_group_event(group& g, const cm_event& ev) {
   ep.qkey = ev.ud_qkey;
   std::memcpy(ep.gid.data(), g.mgid.raw, 16);
   ep.handle = std::move(handle);
-  post_handler(g.ex, std::move(g.handler), error_code(), std::move(ep));
+  g.handler.complete(g.ex, delivery::post, error_code(), std::move(ep));
 }
 
 void datagram_impl::detach(group& g) {
@@ -100,7 +101,7 @@ error_code datagram_impl::leave(std::string_view text) {
     if (g.ip != ip)
       continue;
     if (g.handler)
-      post_handler(g.ex, std::move(g.handler), error_code(boost::asio::error::operation_aborted),
+      g.handler.complete(g.ex, delivery::post, error_code(boost::asio::error::operation_aborted),
                    datagram_endpoint());
     detach(g);
     if (::rdma_leave_multicast(g.id.get(), reinterpret_cast<sockaddr*>(&g.address)) != 0)

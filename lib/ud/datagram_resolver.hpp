@@ -4,7 +4,7 @@
 #include "ud/datagram_impl.hpp"
 #include "ud/ud_addressing.hpp"
 
-#include "async/handler_completion.hpp"
+#include "async/pending_operation.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 
@@ -100,7 +100,7 @@ public:
     interest_ = false;
     // Events of this id are acknowledged before dispatch, so it may go now.
     id_.reset();
-    post_handler(ex_, std::move(handler_), ec, std::move(ep));
+    handler_.complete(ex_, delivery::post, ec, std::move(ep));
     owner_.forget(this);
   }
 
@@ -108,7 +108,7 @@ private:
   datagram_impl& owner_;
   asio::any_io_executor ex_;
   boost::asio::steady_timer timer_;
-  datagram_resolve_handler handler_;
+  pending_operation<void(error_code, datagram_endpoint)> handler_;
   cm_id_ptr id_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   bool interest_ = false;

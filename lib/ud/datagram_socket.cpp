@@ -1,6 +1,6 @@
 #include <asio_rdma/datagram_socket.hpp>
 
-#include "async/handler_completion.hpp"
+#include "async/pending_operation.hpp"
 #include "ud/datagram_impl.hpp"
 
 #include <boost/system/system_error.hpp>
@@ -89,7 +89,7 @@ void start_datagram_resolve(const std::shared_ptr<datagram_impl>& impl,
                             const boost::asio::any_io_executor& ex, std::string host,
                             std::uint16_t port, datagram_resolve_handler handler) {
   if (!impl)
-    return post_handler(ex, std::move(handler), error_code(boost::asio::error::bad_descriptor),
+    return complete_now(ex, std::move(handler), delivery::post, error_code(boost::asio::error::bad_descriptor),
                         datagram_endpoint());
   impl->resolve(ex, std::move(host), port, std::move(handler));
 }
@@ -98,7 +98,7 @@ void start_datagram_join(const std::shared_ptr<datagram_impl>& impl,
                          const boost::asio::any_io_executor& ex, std::string group,
                          datagram_resolve_handler handler) {
   if (!impl)
-    return post_handler(ex, std::move(handler), error_code(boost::asio::error::bad_descriptor),
+    return complete_now(ex, std::move(handler), delivery::post, error_code(boost::asio::error::bad_descriptor),
                         datagram_endpoint());
   impl->join(ex, std::move(group), std::move(handler));
 }
@@ -109,7 +109,7 @@ void start_datagram_send(const std::shared_ptr<datagram_impl>& impl,
                          const datagram_endpoint& peer, datagram_send_handler handler,
                          bool direct) {
   if (!impl)
-    return post_handler(ex, std::move(handler), error_code(boost::asio::error::bad_descriptor),
+    return complete_now(ex, std::move(handler), delivery::post, error_code(boost::asio::error::bad_descriptor),
                         std::size_t(0));
   impl->send(buffers, peer, std::move(handler), direct);
 }
@@ -120,7 +120,7 @@ void start_datagram_receive(const std::shared_ptr<datagram_impl>& impl,
                             datagram_receive_handler handler,
                             bool direct) {
   if (!impl)
-    return post_handler(ex, std::move(handler), error_code(boost::asio::error::bad_descriptor),
+    return complete_now(ex, std::move(handler), delivery::post, error_code(boost::asio::error::bad_descriptor),
                         std::size_t(0), datagram_endpoint());
   impl->receive(buffers, std::move(handler), direct);
 }

@@ -1,0 +1,151 @@
+// The library's one representation of an asynchronous operation's handler while the
+// operation waits: every operation (connections, acceptor, datagrams, raw sockets, file
+// transfer) keeps its handler in a pending_operation, installs its cancellation handler
+// through on_cancel(), and completes through complete(), the one place that decides how a
+// handler is invoked (as Asio's handler_work does).
+//
+// The handler is an any_completion_handler, so it lives in memory from the handler's own
+// allocator (recycled by default: no heap allocation per operation in steady state) and
+// keeps its executor, allocator and cancellation slot.
+#pragma once
+
+#include <boost/asio/any_completion_executor.hpp>
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace asio_rdma::detail {
+
+/// How a completion reaches its handler.
+enum class delivery : std::uint8_t {
+  /// Called now: the caller runs on the handler's executor, on a completion path (never
+  /// inside an initiating function). What Asio's own operations do; no executor is built.
+  direct,
+  /// Now if the caller already runs on the handler's executor, else queued there.
+  dispatch,
+  /// Never inside the caller: queued on the I/O executor, then run on the handler's
+  /// executor (initiating functions, close(), cancellation).
+  post,
+};
+
+template <typename Signature> class pending_operation;
+
+template <typename... Args> class pending_operation<void(Args...)> {
+public:
+  using handler_type = boost::asio::any_completion_handler<void(Args...)>;
+
+  pending_operation() noexcept = default;
+  explicit pending_operation(handler_type handler) noexcept { start(std::move(handler)); }
+  pending_operation(pending_operation&& other) noexcept { start(std::move(other.handler_)); }
+  pending_operation& operator=(pending_operation&& other) noexcept {
+    start(std::move(other.handler_));
+    return *this;
+  }
+
+  /// Takes `handler` as the one this operation completes. Not `handler_ = std::move(h)`:
+  /// Boost 1.81's any_completion_handler move assignment constructs from an lvalue, which
+  /// its converting constructor wraps in itself without end (fixed in 1.82).
+  void start(handler_type&& handler) noexcept {
+    handler_type taken(std::move(handler));
+    handler_.swap(taken);
+  }
+
+  /// Hands the handler on (to the operation that continues this one), unfinished.
+  handler_type release() noexcept {
+    handler_type handler(std::move(handler_));
+    return handler;
+  }
+
+  /// True while a handler waits.
+  explicit operator bool() const noexcept { return static_cast<bool>(handler_); }
+
+  /// Installs `canceller` as the handler's cancellation handler, if the caller connected a
+  /// cancellation slot. complete() removes it.
+  template <typename Canceller> void on_cancel(Canceller&& canceller) {
+    auto slot = boost::asio::get_associated_cancellation_slot(handler_);
+    if (slot.is_connected())
+      slot.template emplace<std::decay_t<Canceller>>(std::forward<Canceller>(canceller));
+  }
+
+  /// Removes the cancellation handler: the operation can no longer be withdrawn (e.g. its
+  /// work request is posted).
+  void ignore_cancel() noexcept {
+    auto slot = boost::asio::get_associated_cancellation_slot(handler_);
+    if (slot.is_connected())
+      slot.clear();
+  }
+
+  /// The handler's associated executor (default `io`), tracking outstanding work while it
+  /// is kept: for operations whose wait is not itself work of that executor's.
+  boost::asio::any_completion_executor tracked_executor(const boost::asio::any_io_executor& io) const {
+    return tracked_executor(handler_, io);
+  }
+
+  /// Delivers the result: removes the cancellation handler, then invokes the handler as
+  /// `how` says. The operation is empty afterwards and may start again at once (the handler
+  /// may itself start the next one).
+  void complete(const boost::asio::any_io_executor& io, delivery how, Args... args) {
+    handler_type handler(std::move(handler_));
+    auto slot = boost::asio::get_associated_cancellation_slot(handler);
+    if (slot.is_connected())
+      slot.clear();
+    switch (how) {
+    case delivery::direct:
+      std::move(handler)(std::move(args)...);
+      return;
+    case delivery::dispatch: {
+      // The executor first: the handler is moved from in the call below.
+      auto work = tracked_executor(handler, io);
+      return dispatch_to(work, std::move(handler), std::move(args)...);
+    }
+    case delivery::post: {
+      auto work = tracked_executor(handler, io);
+      boost::asio::post(io, [work = std::move(work), handler = std::move(handler),
+                             ... args = std::move(args)]() mutable {
+        dispatch_to(work, std::move(handler), std::move(args)...);
+      });
+      return;
+    }
+    }
+  }
+
+private:
+  static boost::asio::any_completion_executor tracked_executor(const handler_type& handler,
+                                                               const boost::asio::any_io_executor& io) {
+    return boost::asio::prefer(boost::asio::get_associated_executor(handler, io),
+                               boost::asio::execution::outstanding_work.tracked);
+  }
+  // Not through asio::append: in Boost 1.81 an any_completion_handler used as a completion
+  // token wraps itself recursively (fixed in 1.82), so the handler is moved into a lambda.
+  static void dispatch_to(const boost::asio::any_completion_executor& work, handler_type handler,
+                          Args... args) {
+    boost::asio::dispatch(work, [handler = std::move(handler), ... args = std::move(args)]() mutable {
+      std::move(handler)(std::move(args)...);
+    });
+  }
+
+  handler_type handler_;
+};
+
+template <typename Signature>
+pending_operation(boost::asio::any_completion_handler<Signature>) -> pending_operation<Signature>;
+
+/// Completes `handler`, which never waited (its operation failed at initiation, or had
+/// nothing to wait for), as `how` says.
+template <typename Signature, typename... Args>
+void complete_now(const boost::asio::any_io_executor& io,
+                  boost::asio::any_completion_handler<Signature> handler, delivery how,
+                  Args&&... args) {
+  pending_operation<Signature>(std::move(handler)).complete(io, how, std::forward<Args>(args)...);
+}
+
+} // namespace asio_rdma::detail
