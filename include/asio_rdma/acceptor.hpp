@@ -3,6 +3,7 @@
 
 #include <asio_rdma/connection.hpp>
 #include <asio_rdma/connection_request.hpp>
+#include <asio_rdma/detail/initiation.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -14,6 +15,31 @@ namespace detail {
 class acceptor_impl;
 void start_accept_request(acceptor_impl* impl, request_handler handler);
 void start_accept(acceptor_impl* impl, connection_handler handler);
+
+/// acceptor::async_accept: completes with bad_descriptor (posted) on an acceptor that
+/// does not listen.
+class initiate_async_accept : public io_initiation<acceptor_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler> void operator()(Handler&& handler) const {
+    if (!impl_)
+      return post_result(std::move(handler), error_code(boost::asio::error::bad_descriptor),
+                         connection());
+    start_accept(impl_, std::move(handler));
+  }
+};
+
+/// acceptor::async_accept_request, likewise.
+class initiate_async_accept_request : public io_initiation<acceptor_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler> void operator()(Handler&& handler) const {
+    if (!impl_)
+      return post_result(std::move(handler), error_code(boost::asio::error::bad_descriptor),
+                         connection_request());
+    start_accept_request(impl_, std::move(handler));
+  }
+};
 } // namespace detail
 
 /// Options of a listener.
@@ -76,14 +102,7 @@ public:
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_accept(CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, connection)>(
-        [](auto handler, detail::acceptor_impl* impl) {
-          if (!impl)
-            return detail::post_result(std::move(handler),
-                                       error_code(boost::asio::error::bad_descriptor),
-                                       connection());
-          detail::start_accept(impl, std::move(handler));
-        },
-        token, impl_.get());
+        detail::initiate_async_accept(impl_.get(), ex_), token);
   }
 
   /// Waits for the next connection request and hands it over undecided: the
@@ -95,14 +114,7 @@ public:
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_accept_request(CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, connection_request)>(
-        [](auto handler, detail::acceptor_impl* impl) {
-          if (!impl)
-            return detail::post_result(std::move(handler),
-                                       error_code(boost::asio::error::bad_descriptor),
-                                       connection_request());
-          detail::start_accept_request(impl, std::move(handler));
-        },
-        token, impl_.get());
+        detail::initiate_async_accept_request(impl_.get(), ex_), token);
   }
 
   /// Stops listening (see the class description).

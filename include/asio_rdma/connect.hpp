@@ -11,6 +11,24 @@ namespace asio_rdma {
 namespace detail {
 void start_connect(const boost::asio::any_io_executor& ex, std::string host, std::uint16_t port,
                    const connection_options& options, connection_handler handler);
+
+/// async_connect. The executor is held by value: it is the caller's argument, which a
+/// deferred operation outlives.
+class initiate_async_connect {
+public:
+  using executor_type = boost::asio::any_io_executor;
+  explicit initiate_async_connect(executor_type ex) noexcept : ex_(std::move(ex)) {}
+  /// The executor the connection will run on.
+  executor_type get_executor() const noexcept { return ex_; }
+  template <typename Handler>
+  void operator()(Handler&& handler, std::string host, std::uint16_t port,
+                  const connection_options& options) const {
+    start_connect(ex_, std::move(host), port, options, std::move(handler));
+  }
+
+private:
+  executor_type ex_;
+};
 } // namespace detail
 
 /// Connects to an RDMA listener (an asio_rdma::acceptor, or any rdma_cm
@@ -36,11 +54,7 @@ template <typename CompletionToken = boost::asio::deferred_t>
 auto async_connect(const boost::asio::any_io_executor& ex, std::string host, std::uint16_t port,
                    const connection_options& options = {}, CompletionToken&& token = {}) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, connection)>(
-      [](auto handler, const boost::asio::any_io_executor& ex, std::string host,
-         std::uint16_t port, const connection_options& options) {
-        detail::start_connect(ex, std::move(host), port, options, std::move(handler));
-      },
-      token, ex, std::move(host), port, options);
+      detail::initiate_async_connect(ex), token, std::move(host), port, options);
 }
 
 } // namespace asio_rdma

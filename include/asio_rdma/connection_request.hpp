@@ -21,6 +21,19 @@ using pending_request_ptr = std::unique_ptr<pending_request, pending_request_del
 void start_accept_request_as_connection(pending_request_ptr request,
                                         const connection_options& options,
                                         connection_handler handler);
+
+/// connection_request::async_accept: the request travels into the operation; one
+/// already decided (or moved from) completes with not_connected, posted.
+struct initiate_async_accept_connection_request {
+  template <typename Handler>
+  void operator()(Handler&& handler, pending_request_ptr request,
+                  const connection_options& options) const {
+    if (!request)
+      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
+                         connection());
+    start_accept_request_as_connection(std::move(request), options, std::move(handler));
+  }
+};
 } // namespace detail
 
 /// A peer's connection request, taken with acceptor::async_accept_request().
@@ -55,16 +68,7 @@ public:
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_accept(const connection_options& options = {}, CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, connection)>(
-        [](auto handler, detail::pending_request_ptr request,
-           const connection_options& options) {
-          if (!request)
-            return detail::post_result(std::move(handler),
-                                       error_code(boost::asio::error::not_connected),
-                                       connection());
-          detail::start_accept_request_as_connection(std::move(request), options,
-                                                     std::move(handler));
-        },
-        token, std::move(request_), options);
+        detail::initiate_async_accept_connection_request(), token, std::move(request_), options);
   }
 
   /// Rejects the request, sending `private_data` (at most 148 bytes) with the

@@ -219,27 +219,74 @@ void start_datagram_receive(const std::shared_ptr<datagram_impl>& impl,
                             const buffer_view<boost::asio::mutable_buffer>& buffers,
                             datagram_receive_handler handler,
                             bool direct);
+
+/// The base of datagram_socket's initiation objects: the socket's implementation and
+/// executor, both held by value (a deferred operation keeps the socket's state alive).
+class datagram_initiation {
+public:
+  using executor_type = boost::asio::any_io_executor;
+  datagram_initiation(std::shared_ptr<datagram_impl> impl, executor_type ex) noexcept
+      : impl_(std::move(impl)), ex_(std::move(ex)) {}
+  executor_type get_executor() const noexcept { return ex_; }
+
+protected:
+  std::shared_ptr<datagram_impl> impl_;
+  executor_type ex_;
+};
+
+/// datagram_socket::async_resolve.
+class initiate_async_datagram_resolve : public datagram_initiation {
+public:
+  using datagram_initiation::datagram_initiation;
+  template <typename Handler>
+  void operator()(Handler&& handler, std::string host, std::uint16_t port) const {
+    start_datagram_resolve(impl_, ex_, std::move(host), port, std::move(handler));
+  }
+};
+
+/// datagram_socket::async_join.
+class initiate_async_datagram_join : public datagram_initiation {
+public:
+  using datagram_initiation::datagram_initiation;
+  template <typename Handler> void operator()(Handler&& handler, std::string group) const {
+    start_datagram_join(impl_, ex_, std::move(group), std::move(handler));
+  }
+};
+
+/// datagram_socket::async_send_to.
+class initiate_async_datagram_send : public datagram_initiation {
+public:
+  using datagram_initiation::datagram_initiation;
+  template <typename Handler, typename Buffers>
+  void operator()(Handler&& handler, const Buffers& buffers, const datagram_endpoint& peer) const {
+    const bool direct = runs_on(handler, ex_);
+    start_datagram_send(impl_, ex_, buffers.view(), peer, std::move(handler), direct);
+  }
+};
+
+/// datagram_socket::async_receive_from.
+class initiate_async_datagram_receive : public datagram_initiation {
+public:
+  using datagram_initiation::datagram_initiation;
+  template <typename Handler, typename Buffers>
+  void operator()(Handler&& handler, const Buffers& buffers) const {
+    const bool direct = runs_on(handler, ex_);
+    start_datagram_receive(impl_, ex_, buffers.view(), std::move(handler), direct);
+  }
+};
 } // namespace detail
 
 /// \cond INTERNAL (definitions of the templates declared above)
 template <typename CompletionToken>
 auto datagram_socket::async_resolve(std::string host, std::uint16_t port, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, datagram_endpoint)>(
-      [](auto handler, std::shared_ptr<detail::datagram_impl> impl, const executor_type& ex,
-         std::string host, std::uint16_t port) {
-        detail::start_datagram_resolve(impl, ex, std::move(host), port, std::move(handler));
-      },
-      token, impl_, ex_, std::move(host), port);
+      detail::initiate_async_datagram_resolve(impl_, ex_), token, std::move(host), port);
 }
 
 template <typename CompletionToken>
 auto datagram_socket::async_join(std::string group, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, datagram_endpoint)>(
-      [](auto handler, std::shared_ptr<detail::datagram_impl> impl, const executor_type& ex,
-         std::string group) {
-        detail::start_datagram_join(impl, ex, std::move(group), std::move(handler));
-      },
-      token, impl_, ex_, std::move(group));
+      detail::initiate_async_datagram_join(impl_, ex_), token, std::move(group));
 }
 
 template <typename ConstBufferSequence, typename CompletionToken>
@@ -247,12 +294,8 @@ requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value auto
 datagram_socket::async_send_to(const ConstBufferSequence& buffers, const datagram_endpoint& peer,
                                CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-      [](auto handler, std::shared_ptr<detail::datagram_impl> impl, const executor_type& ex,
-         const auto& b, const datagram_endpoint& peer) {
-        const bool direct = detail::runs_on(handler, ex);
-        detail::start_datagram_send(impl, ex, b.view(), peer, std::move(handler), direct);
-      },
-      token, impl_, ex_, detail::capture_buffers<boost::asio::const_buffer>(buffers), peer);
+      detail::initiate_async_datagram_send(impl_, ex_), token,
+      detail::capture_buffers<boost::asio::const_buffer>(buffers), peer);
 }
 
 template <typename MutableBufferSequence, typename CompletionToken>
@@ -260,12 +303,8 @@ requires boost::asio::is_mutable_buffer_sequence<MutableBufferSequence>::value a
 datagram_socket::async_receive_from(const MutableBufferSequence& buffers, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken,
                                      void(error_code, std::size_t, datagram_endpoint)>(
-      [](auto handler, std::shared_ptr<detail::datagram_impl> impl, const executor_type& ex,
-         const auto& b) {
-        const bool direct = detail::runs_on(handler, ex);
-        detail::start_datagram_receive(impl, ex, b.view(), std::move(handler), direct);
-      },
-      token, impl_, ex_, detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
+      detail::initiate_async_datagram_receive(impl_, ex_), token,
+      detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
 }
 
 /// \endcond

@@ -139,6 +139,29 @@ namespace detail {
 using transfer_handler = boost::asio::any_completion_handler<void(error_code, transfer_result)>;
 void start_send_paths(connection& conn, std::filesystem::path path, bool tree,
                       const file_transfer_options& options, transfer_handler handler);
+
+/// async_send_file (tree = false) and async_send_tree (tree = true) over `conn`, which
+/// outlives the operation. A connection that is not open completes with not_connected,
+/// posted.
+class initiate_async_send_paths {
+public:
+  using executor_type = boost::asio::any_io_executor;
+  initiate_async_send_paths(connection& conn, bool tree) noexcept : conn_(&conn), tree_(tree) {}
+  /// The connection's executor.
+  executor_type get_executor() const noexcept { return conn_->get_executor(); }
+  template <typename Handler>
+  void operator()(Handler&& handler, const std::filesystem::path& path,
+                  const file_transfer_options& options) const {
+    if (!conn_->is_open())
+      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
+                         transfer_result());
+    start_send_paths(*conn_, path, tree_, options, std::move(handler));
+  }
+
+private:
+  connection* conn_;
+  bool tree_;
+};
 } // namespace detail
 
 /// Sends one regular file over `conn` to a file_receiver, which stores it
@@ -174,14 +197,7 @@ template <typename CompletionToken = boost::asio::deferred_t>
 auto async_send_file(connection& conn, const std::filesystem::path& path,
                      const file_transfer_options& options, CompletionToken&& token = {}) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, transfer_result)>(
-      [](auto handler, connection* conn, const std::filesystem::path& path,
-         const file_transfer_options& options) {
-        if (!conn->is_open())
-          return detail::post_result(
-              std::move(handler), error_code(boost::asio::error::not_connected), transfer_result());
-        detail::start_send_paths(*conn, path, false, options, std::move(handler));
-      },
-      token, &conn, path, options);
+      detail::initiate_async_send_paths(conn, false), token, path, options);
 }
 
 /// Sends the directory `directory` with everything below it, like `cp -r`:
@@ -197,14 +213,7 @@ template <typename CompletionToken = boost::asio::deferred_t>
 auto async_send_tree(connection& conn, const std::filesystem::path& directory,
                      const file_transfer_options& options, CompletionToken&& token = {}) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, transfer_result)>(
-      [](auto handler, connection* conn, const std::filesystem::path& directory,
-         const file_transfer_options& options) {
-        if (!conn->is_open())
-          return detail::post_result(
-              std::move(handler), error_code(boost::asio::error::not_connected), transfer_result());
-        detail::start_send_paths(*conn, directory, true, options, std::move(handler));
-      },
-      token, &conn, directory, options);
+      detail::initiate_async_send_paths(conn, true), token, directory, options);
 }
 
 /// One file (or directory) a file_receiver stored.
@@ -311,6 +320,44 @@ using run_handler = boost::asio::any_completion_handler<void(error_code)>;
 void start_receive_one(const std::shared_ptr<file_receiver_impl>& impl, receive_handler handler);
 void start_run(const std::shared_ptr<file_receiver_impl>& impl, receive_session_callback on_session,
                run_handler handler);
+
+/// The base of file_receiver's initiation objects: the receiver's state (empty for a
+/// receiver moved from, whose operations complete with bad_descriptor, posted) and executor.
+class file_receiver_initiation {
+public:
+  using executor_type = boost::asio::any_io_executor;
+  file_receiver_initiation(std::shared_ptr<file_receiver_impl> impl, executor_type ex) noexcept
+      : impl_(std::move(impl)), ex_(std::move(ex)) {}
+  executor_type get_executor() const noexcept { return ex_; }
+
+protected:
+  std::shared_ptr<file_receiver_impl> impl_;
+  executor_type ex_;
+};
+
+/// file_receiver::async_receive_one.
+class initiate_async_receive_one : public file_receiver_initiation {
+public:
+  using file_receiver_initiation::file_receiver_initiation;
+  template <typename Handler> void operator()(Handler&& handler) const {
+    if (!impl_)
+      return post_result(std::move(handler), error_code(boost::asio::error::bad_descriptor),
+                         receive_result());
+    start_receive_one(impl_, std::move(handler));
+  }
+};
+
+/// file_receiver::async_run.
+class initiate_async_run : public file_receiver_initiation {
+public:
+  using file_receiver_initiation::file_receiver_initiation;
+  template <typename Handler>
+  void operator()(Handler&& handler, receive_session_callback on_session) const {
+    if (!impl_)
+      return post_result(std::move(handler), error_code(boost::asio::error::bad_descriptor));
+    start_run(impl_, std::move(on_session), std::move(handler));
+  }
+};
 } // namespace detail
 
 /// A receiving server (librdmaft's rdmaft_start_recv): listens for senders
@@ -388,14 +435,7 @@ public:
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_receive_one(CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, receive_result)>(
-        [](auto handler, const std::shared_ptr<detail::file_receiver_impl>& impl) {
-          if (!impl) // moved from
-            return detail::post_result(std::move(handler),
-                                       error_code(boost::asio::error::bad_descriptor),
-                                       receive_result());
-          detail::start_receive_one(impl, std::move(handler));
-        },
-        token, impl_);
+        detail::initiate_async_receive_one(impl_, ex_), token);
   }
 
   /// Serves any number of connections at once until stop(); calls
@@ -411,14 +451,7 @@ public:
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_run(receive_session_callback on_session, CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-        [](auto handler, const std::shared_ptr<detail::file_receiver_impl>& impl,
-           receive_session_callback on_session) {
-          if (!impl) // moved from
-            return detail::post_result(std::move(handler),
-                                       error_code(boost::asio::error::bad_descriptor));
-          detail::start_run(impl, std::move(on_session), std::move(handler));
-        },
-        token, impl_, std::move(on_session));
+        detail::initiate_async_run(impl_, ex_), token, std::move(on_session));
   }
 
   /// Stops (librdmaft's rdmaft_stop_recv): closes the listener and every

@@ -386,6 +386,13 @@ private:
   void start_flush(send_handler handler);
   const detail::raw_socket_core& core() const;
 
+  // The initiation objects of the asynchronous operations (impl/raw_socket.hpp).
+  class initiation;
+  class initiate_async_receive;
+  class initiate_async_acquire;
+  class initiate_async_send;
+  class initiate_async_flush;
+
   executor_type executor_;
   std::shared_ptr<detail::raw_socket_core> core_;
 };

@@ -2,11 +2,10 @@
 // include/asio_rdma/file_transfer.hpp).
 #include "receive_session.hpp"
 #include "receiver_impl.hpp"
+#include "spawn_completion.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -54,29 +53,6 @@ private:
   file_receiver_impl& impl_;
   connection* conn_;
 };
-
-/// Completes an any_completion_handler from a co_spawn completion, on the
-/// handler's own executor and with its cancellation slot connected.
-template <typename Handler, typename Function>
-auto spawn_completion(const asio::any_io_executor& ex, Handler& handler, Function f) {
-  auto slot = asio::get_associated_cancellation_slot(handler);
-  auto handler_ex = asio::get_associated_executor(handler, ex);
-  return asio::bind_cancellation_slot(
-      slot, asio::bind_executor(handler_ex, [h = std::move(handler), f = std::move(f)](
-                                                std::exception_ptr e, auto result) mutable {
-        f(std::move(h), e, std::move(result));
-      }));
-}
-
-error_code exception_error(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const boost::system::system_error& x) {
-    return x.code();
-  } catch (...) {
-    return error_code(ENOMEM, boost::system::system_category());
-  }
-}
 
 awaitable<outcome> receive_one(std::shared_ptr<file_receiver_impl> impl) {
   co_await asio::this_coro::throw_if_cancelled(false);

@@ -6,12 +6,11 @@
 #include "deadline.hpp"
 #include "partial_file.hpp"
 #include "send_entries.hpp"
+#include "spawn_completion.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <asio_rdma/file_transfer.hpp>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -435,17 +434,13 @@ awaitable<outcome> send_paths(connection& conn, std::filesystem::path path, bool
 void start_send_paths(connection& conn, std::filesystem::path path, bool tree,
                       const file_transfer_options& options, transfer_handler handler) {
   asio::any_io_executor ex = conn.get_executor();
-  auto slot = asio::get_associated_cancellation_slot(handler);
-  auto handler_ex = asio::get_associated_executor(handler, ex);
-  asio::co_spawn(
-      ex, send_paths(conn, std::move(path), tree, options),
-      asio::bind_cancellation_slot(
-          slot, asio::bind_executor(handler_ex, [h = std::move(handler)](std::exception_ptr e,
-                                                                         outcome out) mutable {
-            if (e) // only bad_alloc can get here
-              out.first = error_code(ENOMEM, boost::system::system_category());
-            std::move(h)(out.first, out.second);
-          })));
+  auto completion =
+      spawn_completion(ex, handler, [](transfer_handler h, std::exception_ptr e, outcome out) {
+        if (e)
+          out.first = exception_error(e);
+        std::move(h)(out.first, out.second);
+      });
+  asio::co_spawn(ex, send_paths(conn, std::move(path), tree, options), std::move(completion));
 }
 
 } // namespace asio_rdma::detail

@@ -10,6 +10,10 @@ namespace asio_rdma::detail {
 
 // ---------------------------------------------------------------- teardown
 
+void start_disconnect(connection_impl* impl, void_handler handler) {
+  impl->disconnect(std::move(handler));
+}
+
 void connection_impl::disconnect(void_handler handler) {
   if (state_ != state::open) {
     complete_now(ex_, std::move(handler), delivery::post, ending_.for_late_disconnect());

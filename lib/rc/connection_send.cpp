@@ -12,6 +12,18 @@
 
 namespace asio_rdma::detail {
 
+// ---------------------------------------------------------------- entry points
+
+void start_send(connection_impl* impl, const buffer_view<asio::const_buffer>& buffers,
+                std::optional<std::uint32_t> immediate, size_handler handler, bool direct) {
+  impl->send(buffers, immediate, std::move(handler), direct);
+}
+
+void start_work(connection_impl* impl, const work_request& request, size_handler handler,
+                bool direct) {
+  impl->work(request, std::move(handler), direct);
+}
+
 // ---------------------------------------------------------------- data path
 
 void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,

@@ -1,6 +1,8 @@
 // Template bodies of asio_rdma::connection.
 #pragma once
 
+#include <asio_rdma/detail/initiation.hpp>
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -15,25 +17,97 @@
 namespace asio_rdma {
 namespace detail {
 
-/// Initiates a posted operation (send, write, read, atomics) described by
-/// `request` on the local buffers `local`; Signature is
-/// void(error_code, std::size_t) or the same with std::uint64_t (one type on
-/// LP64).
-template <typename Signature, std::size_t N, typename CompletionToken>
-auto initiate_work(connection_impl* impl, const boost::asio::any_io_executor* ex,
-                   const work_request& request, const local_capture<N>& local,
-                   CompletionToken&& token) {
-  return boost::asio::async_initiate<CompletionToken, Signature>(
-      [](auto handler, connection_impl* impl, const boost::asio::any_io_executor* ex,
-         const work_request& request, const local_capture<N>& local) {
-        if (!impl)
-          return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
-                             std::size_t(0));
-        const bool direct = runs_on(handler, *ex);
-        start_work(impl, local.attach(request), std::move(handler), direct);
-      },
-      token, impl, ex, request, local);
-}
+// The initiation objects of connection's operations. Each completes with not_connected
+// (posted) on a connection that is not open.
+
+/// async_send and async_send_with_imm of a buffer sequence (copied into a send slot or
+/// sent inline when posted).
+class initiate_async_send : public io_initiation<connection_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler, typename Buffers>
+  void operator()(Handler&& handler, const Buffers& buffers,
+                  std::optional<std::uint32_t> immediate) const {
+    if (!impl_)
+      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
+                         std::size_t(0));
+    const bool direct = runs_on_io(handler);
+    start_send(impl_, buffers.view(), immediate, std::move(handler), direct);
+  }
+};
+
+/// A posted operation on registered memory (zero-copy send, RDMA write/read, atomics)
+/// described by a work_request. Signature is void(error_code, std::size_t) or the same
+/// with std::uint64_t (one type on LP64).
+class initiate_async_work : public io_initiation<connection_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler, std::size_t N>
+  void operator()(Handler&& handler, const work_request& request,
+                  const local_capture<N>& local) const {
+    if (!impl_)
+      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
+                         std::size_t(0));
+    const bool direct = runs_on_io(handler);
+    start_work(impl_, local.attach(request), std::move(handler), direct);
+  }
+};
+
+/// async_receive into a buffer sequence.
+class initiate_async_receive : public io_initiation<connection_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler, typename Buffers>
+  void operator()(Handler&& handler, const Buffers& buffers) const {
+    if (!impl_)
+      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
+                         std::size_t(0));
+    const bool direct = runs_on_io(handler);
+    start_receive(impl_, buffers.view(), std::move(handler), direct);
+  }
+};
+
+/// async_receive_message into a buffer sequence.
+class initiate_async_receive_message : public io_initiation<connection_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler, typename Buffers>
+  void operator()(Handler&& handler, const Buffers& buffers) const {
+    if (!impl_)
+      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
+                         received_message());
+    const bool direct = runs_on_io(handler);
+    start_receive_message(impl_, buffers.view(), std::move(handler), direct);
+  }
+};
+
+/// async_send_remote_buffer: the encoding travels by value into the operation (the
+/// caller's array would be gone before a deferred operation starts).
+class initiate_async_send_remote_buffer : public io_initiation<connection_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler>
+  void operator()(Handler&& handler,
+                  std::array<std::byte, remote_buffer::encoded_size> bytes) const {
+    if (!impl_)
+      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
+                         std::size_t(0));
+    // Short enough to go inline or be copied at post time: safe to point at.
+    const single_buffer<boost::asio::const_buffer> b{boost::asio::buffer(bytes)};
+    start_send(impl_, b.view(), std::nullopt, std::move(handler), false);
+  }
+};
+
+/// async_disconnect.
+class initiate_async_disconnect : public io_initiation<connection_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler> void operator()(Handler&& handler) const {
+    if (!impl_)
+      return post_result(std::move(handler), error_code(boost::asio::error::not_connected));
+    start_disconnect(impl_, std::move(handler));
+  }
+};
 
 inline work_request make_request(work_request::kind op, const remote_buffer& remote = {}) {
   work_request r;
@@ -134,46 +208,42 @@ auto connection::async_send_with_imm_impl(const ConstBufferSequence& buffers,
                                           std::optional<std::uint32_t> immediate,
                                           CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-      [](auto handler, detail::connection_impl* impl, const executor_type* ex, const auto& b,
-         std::optional<std::uint32_t> imm) {
-        if (!impl)
-          return detail::post_result(std::move(handler),
-                                     error_code(boost::asio::error::not_connected), std::size_t(0));
-        const bool direct = detail::runs_on(handler, *ex);
-        detail::start_send(impl, b.view(), imm, std::move(handler), direct);
-      },
-      token, impl_.get(), &ex_, detail::capture_buffers<boost::asio::const_buffer>(buffers),
-      immediate);
+      detail::initiate_async_send(impl_.get(), ex_), token,
+      detail::capture_buffers<boost::asio::const_buffer>(buffers), immediate);
 }
 
 template <typename CompletionToken>
 auto connection::async_send(const local_buffer& buffer, CompletionToken&& token) {
-  return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::send),
-      detail::capture_local(buffer), std::forward<CompletionToken>(token));
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+      detail::initiate_async_work(impl_.get(), ex_), token,
+      detail::make_request(detail::work_request::kind::send),
+      detail::capture_local(buffer));
 }
 
 template <typename CompletionToken>
 auto connection::async_send(std::span<const local_buffer> buffers, CompletionToken&& token) {
-  return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::send),
-      detail::capture_local(buffers), std::forward<CompletionToken>(token));
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+      detail::initiate_async_work(impl_.get(), ex_), token,
+      detail::make_request(detail::work_request::kind::send),
+      detail::capture_local(buffers));
 }
 
 template <typename CompletionToken>
 auto connection::async_write(const local_buffer& local, const remote_buffer& remote,
                              CompletionToken&& token) {
-  return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::write, remote),
-      detail::capture_local(local), std::forward<CompletionToken>(token));
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+      detail::initiate_async_work(impl_.get(), ex_), token,
+      detail::make_request(detail::work_request::kind::write, remote),
+      detail::capture_local(local));
 }
 
 template <typename CompletionToken>
 auto connection::async_write(std::span<const local_buffer> local, const remote_buffer& remote,
                              CompletionToken&& token) {
-  return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::write, remote),
-      detail::capture_local(local), std::forward<CompletionToken>(token));
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+      detail::initiate_async_work(impl_.get(), ex_), token,
+      detail::make_request(detail::work_request::kind::write, remote),
+      detail::capture_local(local));
 }
 
 template <typename CompletionToken>
@@ -181,25 +251,26 @@ auto connection::async_write_with_imm(const local_buffer& local, const remote_bu
                                       std::uint32_t immediate, CompletionToken&& token) {
   auto request = detail::make_request(detail::work_request::kind::write, remote);
   request.immediate = immediate;
-  return detail::initiate_work<void(error_code, std::size_t)>(impl_.get(), &ex_, request,
-                                                              detail::capture_local(local),
-                                                              std::forward<CompletionToken>(token));
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+      detail::initiate_async_work(impl_.get(), ex_), token, request, detail::capture_local(local));
 }
 
 template <typename CompletionToken>
 auto connection::async_read(const local_buffer& local, const remote_buffer& remote,
                             CompletionToken&& token) {
-  return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::read, remote),
-      detail::capture_local(local), std::forward<CompletionToken>(token));
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+      detail::initiate_async_work(impl_.get(), ex_), token,
+      detail::make_request(detail::work_request::kind::read, remote),
+      detail::capture_local(local));
 }
 
 template <typename CompletionToken>
 auto connection::async_read(std::span<const local_buffer> local, const remote_buffer& remote,
                             CompletionToken&& token) {
-  return detail::initiate_work<void(error_code, std::size_t)>(
-      impl_.get(), &ex_, detail::make_request(detail::work_request::kind::read, remote),
-      detail::capture_local(local), std::forward<CompletionToken>(token));
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+      detail::initiate_async_work(impl_.get(), ex_), token,
+      detail::make_request(detail::work_request::kind::read, remote),
+      detail::capture_local(local));
 }
 
 template <typename CompletionToken>
@@ -209,9 +280,9 @@ auto connection::async_fetch_add(const remote_buffer& remote, std::uint64_t valu
   request.op = detail::work_request::kind::fetch_add;
   request.remote = remote;
   request.compare_add = value;
-  return detail::initiate_work<void(error_code, std::uint64_t)>(
-      impl_.get(), &ex_, request, detail::local_capture<0>({}),
-      std::forward<CompletionToken>(token));
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::uint64_t)>(
+      detail::initiate_async_work(impl_.get(), ex_), token, request,
+      detail::local_capture<0>({}));
 }
 
 template <typename CompletionToken>
@@ -222,54 +293,30 @@ auto connection::async_compare_swap(const remote_buffer& remote, std::uint64_t e
   request.remote = remote;
   request.compare_add = expected;
   request.swap = desired;
-  return detail::initiate_work<void(error_code, std::uint64_t)>(
-      impl_.get(), &ex_, request, detail::local_capture<0>({}),
-      std::forward<CompletionToken>(token));
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::uint64_t)>(
+      detail::initiate_async_work(impl_.get(), ex_), token, request,
+      detail::local_capture<0>({}));
 }
 
 template <typename MutableBufferSequence, typename CompletionToken>
 auto connection::async_receive(const MutableBufferSequence& buffers, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-      [](auto handler, detail::connection_impl* impl, const executor_type* ex, const auto& b) {
-        if (!impl)
-          return detail::post_result(std::move(handler),
-                                     error_code(boost::asio::error::not_connected), std::size_t(0));
-        const bool direct = detail::runs_on(handler, *ex);
-        detail::start_receive(impl, b.view(), std::move(handler), direct);
-      },
-      token, impl_.get(), &ex_, detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
+      detail::initiate_async_receive(impl_.get(), ex_), token,
+      detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
 }
 
 template <typename MutableBufferSequence, typename CompletionToken>
 auto connection::async_receive_message(const MutableBufferSequence& buffers,
                                        CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, received_message)>(
-      [](auto handler, detail::connection_impl* impl, const executor_type* ex, const auto& b) {
-        if (!impl)
-          return detail::post_result(std::move(handler),
-                                     error_code(boost::asio::error::not_connected),
-                                     received_message());
-        const bool direct = detail::runs_on(handler, *ex);
-        detail::start_receive_message(impl, b.view(), std::move(handler), direct);
-      },
-      token, impl_.get(), &ex_, detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
+      detail::initiate_async_receive_message(impl_.get(), ex_), token,
+      detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
 }
 
 template <typename CompletionToken>
 auto connection::async_send_remote_buffer(const remote_buffer& remote, CompletionToken&& token) {
-  // The encoding travels by value into the operation (the caller's array
-  // would be gone before a deferred operation starts).
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-      [](auto handler, detail::connection_impl* impl,
-         std::array<std::byte, remote_buffer::encoded_size> bytes) {
-        if (!impl)
-          return detail::post_result(std::move(handler),
-                                     error_code(boost::asio::error::not_connected), std::size_t(0));
-        // Short enough to go inline or be copied at post time: safe to point at.
-        const detail::single_buffer<boost::asio::const_buffer> b{boost::asio::buffer(bytes)};
-        detail::start_send(impl, b.view(), std::nullopt, std::move(handler), false);
-      },
-      token, impl_.get(), remote.encode());
+      detail::initiate_async_send_remote_buffer(impl_.get(), ex_), token, remote.encode());
 }
 
 template <typename CompletionToken>
@@ -282,13 +329,7 @@ auto connection::async_receive_remote_buffer(std::chrono::milliseconds timeout,
 
 template <typename CompletionToken> auto connection::async_disconnect(CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-      [](auto handler, detail::connection_impl* impl) {
-        if (!impl)
-          return detail::post_result(std::move(handler),
-                                     error_code(boost::asio::error::not_connected));
-        detail::start_disconnect(impl, std::move(handler));
-      },
-      token, impl_.get());
+      detail::initiate_async_disconnect(impl_.get(), ex_), token);
 }
 
 } // namespace asio_rdma
