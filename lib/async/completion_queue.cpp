@@ -71,6 +71,10 @@ void completion_queue::listen_to_channel(bool on) {
     ::ibv_req_notify_cq(cq_.get(), 0);
     armed_ = true;
   }
+  // The poll runs handlers, which may close the owner and drop the last reference to
+  // this queue (seen under ASan: a datagram socket closed by a handler that a send's
+  // own poll ran); the waiter is used after it.
+  auto keep_alive = shared_from_this();
   poll();
   waiter_.add_interest();
 }
