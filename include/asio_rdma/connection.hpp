@@ -54,7 +54,9 @@ struct received_message {
 /// executor; call its functions from that io_context's thread (or a strand).
 /// Any number of operations may be outstanding at once, from any number of
 /// coroutines. Completion handlers run on their associated executor (by
-/// default the connection's), never inside the initiating function.
+/// default the connection's), never inside an initiating function or close():
+/// neither that operation's handler nor any other operation's (a completion
+/// such a call finds in the completion queue is delivered from the io_context).
 ///
 /// Buffers passed to an operation must stay valid until it completes.
 ///
@@ -287,11 +289,11 @@ void start_send(connection_impl* impl, const buffer_view<boost::asio::const_buff
                 std::optional<std::uint32_t> immediate, size_handler handler, bool direct);
 void start_work(connection_impl* impl, const work_request& request, size_handler handler,
                 bool direct);
-void start_receive_message(connection_impl* impl,
-                           const buffer_view<boost::asio::mutable_buffer>& buffers,
-                           message_handler handler, bool direct);
+// async_receive (a size_handler) and async_receive_message (a message_handler).
 void start_receive(connection_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
                    size_handler handler, bool direct);
+void start_receive(connection_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
+                   message_handler handler, bool direct);
 void start_disconnect(connection_impl* impl, void_handler handler);
 } // namespace detail
 

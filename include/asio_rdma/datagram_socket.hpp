@@ -20,6 +20,7 @@
 
 #include <asio_rdma/completion_mode.hpp>
 #include <asio_rdma/detail/buffer_array.hpp>
+#include <asio_rdma/detail/initiation.hpp>
 #include <asio_rdma/detail/handlers.hpp>
 #include <asio_rdma/error.hpp>
 
@@ -222,17 +223,8 @@ void start_datagram_receive(const std::shared_ptr<datagram_impl>& impl,
 
 /// The base of datagram_socket's initiation objects: the socket's implementation and
 /// executor, both held by value (a deferred operation keeps the socket's state alive).
-class datagram_initiation {
-public:
-  using executor_type = boost::asio::any_io_executor;
-  datagram_initiation(std::shared_ptr<datagram_impl> impl, executor_type ex) noexcept
-      : impl_(std::move(impl)), ex_(std::move(ex)) {}
-  executor_type get_executor() const noexcept { return ex_; }
-
-protected:
-  std::shared_ptr<datagram_impl> impl_;
-  executor_type ex_;
-};
+/// The base of datagram_socket's initiation objects: the socket's state and executor.
+using datagram_initiation = io_initiation<std::shared_ptr<datagram_impl>>;
 
 /// datagram_socket::async_resolve.
 class initiate_async_datagram_resolve : public datagram_initiation {
@@ -240,7 +232,7 @@ public:
   using datagram_initiation::datagram_initiation;
   template <typename Handler>
   void operator()(Handler&& handler, std::string host, std::uint16_t port) const {
-    start_datagram_resolve(impl_, ex_, std::move(host), port, std::move(handler));
+    start_datagram_resolve(impl_, *ex_, std::move(host), port, std::move(handler));
   }
 };
 
@@ -249,7 +241,7 @@ class initiate_async_datagram_join : public datagram_initiation {
 public:
   using datagram_initiation::datagram_initiation;
   template <typename Handler> void operator()(Handler&& handler, std::string group) const {
-    start_datagram_join(impl_, ex_, std::move(group), std::move(handler));
+    start_datagram_join(impl_, *ex_, std::move(group), std::move(handler));
   }
 };
 
@@ -259,8 +251,8 @@ public:
   using datagram_initiation::datagram_initiation;
   template <typename Handler, typename Buffers>
   void operator()(Handler&& handler, const Buffers& buffers, const datagram_endpoint& peer) const {
-    const bool direct = runs_on(handler, ex_);
-    start_datagram_send(impl_, ex_, buffers.view(), peer, std::move(handler), direct);
+    const bool direct = runs_on_io(handler);
+    start_datagram_send(impl_, *ex_, buffers.view(), peer, std::move(handler), direct);
   }
 };
 
@@ -270,8 +262,8 @@ public:
   using datagram_initiation::datagram_initiation;
   template <typename Handler, typename Buffers>
   void operator()(Handler&& handler, const Buffers& buffers) const {
-    const bool direct = runs_on(handler, ex_);
-    start_datagram_receive(impl_, ex_, buffers.view(), std::move(handler), direct);
+    const bool direct = runs_on_io(handler);
+    start_datagram_receive(impl_, *ex_, buffers.view(), std::move(handler), direct);
   }
 };
 } // namespace detail

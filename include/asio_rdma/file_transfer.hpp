@@ -12,6 +12,7 @@
 
 #include <asio_rdma/acceptor.hpp>
 #include <asio_rdma/connection.hpp>
+#include <asio_rdma/detail/initiation.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
@@ -323,17 +324,7 @@ void start_run(const std::shared_ptr<file_receiver_impl>& impl, receive_session_
 
 /// The base of file_receiver's initiation objects: the receiver's state (empty for a
 /// receiver moved from, whose operations complete with bad_descriptor, posted) and executor.
-class file_receiver_initiation {
-public:
-  using executor_type = boost::asio::any_io_executor;
-  file_receiver_initiation(std::shared_ptr<file_receiver_impl> impl, executor_type ex) noexcept
-      : impl_(std::move(impl)), ex_(std::move(ex)) {}
-  executor_type get_executor() const noexcept { return ex_; }
-
-protected:
-  std::shared_ptr<file_receiver_impl> impl_;
-  executor_type ex_;
-};
+using file_receiver_initiation = io_initiation<std::shared_ptr<file_receiver_impl>>;
 
 /// file_receiver::async_receive_one.
 class initiate_async_receive_one : public file_receiver_initiation {

@@ -14,9 +14,10 @@ struct completion_target {
   function on_complete = nullptr;
 
   std::uint64_t wr_id() noexcept { return reinterpret_cast<std::uintptr_t>(this); }
-  static completion_target* from(const ibv_wc& wc) noexcept {
-    return reinterpret_cast<completion_target*>(static_cast<std::uintptr_t>(wc.wr_id));
+  static completion_target* from(std::uint64_t wr_id) noexcept {
+    return reinterpret_cast<completion_target*>(static_cast<std::uintptr_t>(wr_id));
   }
+  static completion_target* from(const ibv_wc& wc) noexcept { return from(wc.wr_id); }
 };
 
 } // namespace asio_rdma::detail

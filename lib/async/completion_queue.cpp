@@ -29,7 +29,7 @@ std::shared_ptr<completion_queue> completion_queue::create(const asio::any_io_ex
 completion_queue::completion_queue(const asio::any_io_executor& ex, comp_channel_ptr channel,
                                    event_counted_cq cq)
     : ex_(ex), channel_(std::move(channel)), cq_(std::move(cq)),
-      waiter_(ex, channel_->fd, &completion_queue::on_readable, this) {}
+      waiter_(ex, channel_->fd, {&completion_queue::on_readable, this}) {}
 
 // cq_ acknowledges its events and is destroyed before channel_ (member order).
 completion_queue::~completion_queue() = default;
@@ -118,6 +118,7 @@ void completion_queue::spin() {
 
 void completion_queue::stop() {
   stopped_ = true;
+  after_batch_ = {};
   waiter_.stop();
 }
 
@@ -153,7 +154,10 @@ int completion_queue::poll() {
   auto owner = owner_.lock();
   if (!owner)
     return 0;
-  return poll_unguarded();
+  defers_handlers_ = true;
+  const int dispatched = poll_unguarded();
+  defers_handlers_ = false;
+  return dispatched;
 }
 
 int completion_queue::poll_unguarded() {
@@ -175,8 +179,8 @@ int completion_queue::poll_unguarded() {
       break;
   }
   polling_ = false;
-  if (listener_.after_batch)
-    listener_.after_batch(listener_.context);
+  if (after_batch_)
+    after_batch_();
   return dispatched;
 }
 

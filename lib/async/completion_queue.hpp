@@ -1,6 +1,7 @@
 // A completion queue and its completion channel, waited on by the io_context.
 #pragma once
 
+#include "async/callback.hpp"
 #include "async/completion.hpp"
 #include "async/fd_waiter.hpp"
 #include "verbs/event_counted_cq.hpp"
@@ -18,13 +19,6 @@ namespace asio_rdma::detail {
 
 class completion_queue : public std::enable_shared_from_this<completion_queue> {
 public:
-  /// Called once after each drained batch (e.g. to ring a doorbell for work
-  /// that completions made possible). Plain function pointer + context.
-  struct batch_listener {
-    void (*after_batch)(void* context) = nullptr;
-    void* context = nullptr;
-  };
-
   static std::shared_ptr<completion_queue> create(const asio::any_io_executor& ex,
                                                   ibv_context* device, int entries, error_code& ec);
 
@@ -38,7 +32,8 @@ public:
   /// Arms the CQ. Completion events are waited for while some user
   /// operation declared interest; completions meanwhile stay in the CQ.
   error_code start();
-  /// Stops waiting for good; completions still in the queue are not dispatched.
+  /// Stops waiting for good and forgets the owner's after-batch callback;
+  /// completions still in the queue are not dispatched.
   void stop();
 
   /// Chooses event waiting, busy polling or adaptive (see completion_mode).
@@ -52,22 +47,32 @@ public:
   void add_interest();
   void remove_interest();
 
-  void set_batch_listener(batch_listener listener) { listener_ = listener; }
-
-  /// The object that owns every work request's target (the connection). It is
-  /// kept alive while a batch is dispatched: a handler run from the batch may
-  /// drop the last user reference to it, and later completions in the same
-  /// batch still point into it. Completions of an owner that is gone are not
-  /// dispatched.
-  void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
+  /// Attaches the queue to its owner, once, before start(): the object that owns every
+  /// work request's target (the connection, the shared queues, the datagram socket), and
+  /// `after_batch`, called once after each drained batch (e.g. to ring a doorbell for work
+  /// that the completions made possible). The owner is kept alive while a batch is
+  /// dispatched: a handler run from the batch may drop the last user reference to it, and
+  /// later completions in the same batch still point into it. Completions of an owner
+  /// that is gone are not dispatched.
+  void attach(std::weak_ptr<void> owner, callback after_batch = {}) {
+    owner_ = std::move(owner);
+    after_batch_ = after_batch;
+  }
 
   /// Polls until the queue is empty, dispatching every completion; returns
   /// how many. Safe to call from a completion handler (re-entrant calls
-  /// return 0 at once).
+  /// return 0 at once). For callers outside the completion path (an initiating
+  /// function, close()): while it runs, defers_handlers() is true.
   int poll();
 
   /// True while poll() dispatches completions (a handler runs inside it).
   bool polling() const { return polling_; }
+
+  /// True while the completions being dispatched were found by poll(), i.e. inside a
+  /// user's call: their handlers are then posted, never run inside that call (Asio runs
+  /// no handler inside an initiating function). From the fd wait and the busy-poll loop
+  /// (the completion path) handlers run directly.
+  bool defers_handlers() const { return defers_handlers_; }
 
 private:
   static void on_readable(void* self) { static_cast<completion_queue*>(self)->drain_events(); }
@@ -86,9 +91,10 @@ private:
   comp_channel_ptr channel_;
   event_counted_cq cq_; // declared after channel_: destroyed before it
   fd_waiter waiter_;
-  batch_listener listener_;
+  callback after_batch_;
   std::weak_ptr<void> owner_;
   bool polling_ = false;
+  bool defers_handlers_ = false;
   bool stopped_ = false;
   completion_mode mode_ = completion_mode::event;
   std::chrono::microseconds spin_{0};

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "asio_alias.hpp"
+#include "async/callback.hpp"
 
 #include <asio_rdma/error.hpp>
 
@@ -20,16 +21,17 @@ namespace asio_rdma::detail {
 
 class fd_waiter {
 public:
-  using callback = void (*)(void* context);
-
-  /// `owner` keeps `context` alive; the wait handler checks it before calling.
-  fd_waiter(const boost::asio::any_io_executor& ex, int fd, callback on_readable, void* context)
-      : descriptor_(ex, fd), on_readable_(on_readable), context_(context) {}
+  /// Calls `on_readable` each time the fd is readable while interest is declared.
+  fd_waiter(const boost::asio::any_io_executor& ex, int fd, callback on_readable)
+      : descriptor_(ex, fd), on_readable_(on_readable) {}
   /// Releases (does not close) the fd, cancelling the pending wait.
   ~fd_waiter() { descriptor_.release(); }
   fd_waiter(const fd_waiter&) = delete;
   fd_waiter& operator=(const fd_waiter&) = delete;
 
+  /// The object that keeps on_readable's context alive (the waiter's owner, which holds
+  /// the waiter as a member: set by its factory once the shared_ptr exists). The wait
+  /// handler checks it before calling.
   void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
 
   void add_interest() {
@@ -61,14 +63,13 @@ private:
                                return;
                              armed_ = false;
                              if (!ec && !stopped_)
-                               on_readable_(context_);
+                               on_readable_();
                              arm(); // if still wanted
                            });
   }
 
   boost::asio::posix::stream_descriptor descriptor_;
   callback on_readable_;
-  void* context_;
   std::weak_ptr<void> owner_;
   int interest_ = 0;
   bool armed_ = false;

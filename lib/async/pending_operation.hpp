@@ -45,9 +45,13 @@ public:
 
   pending_operation() noexcept = default;
   explicit pending_operation(handler_type handler) noexcept { start(std::move(handler)); }
-  pending_operation(pending_operation&& other) noexcept { start(std::move(other.handler_)); }
+  pending_operation(pending_operation&& other) noexcept {
+    start(std::move(other.handler_));
+    cancel_installed_ = std::exchange(other.cancel_installed_, false);
+  }
   pending_operation& operator=(pending_operation&& other) noexcept {
     start(std::move(other.handler_));
+    cancel_installed_ = std::exchange(other.cancel_installed_, false);
     return *this;
   }
 
@@ -57,10 +61,13 @@ public:
   void start(handler_type&& handler) noexcept {
     handler_type taken(std::move(handler));
     handler_.swap(taken);
+    cancel_installed_ = false;
   }
 
-  /// Hands the handler on (to the operation that continues this one), unfinished.
+  /// Hands the handler on (to the operation that continues this one), unfinished. This
+  /// operation's cancellation handler is removed: it would withdraw what is over.
   handler_type release() noexcept {
+    ignore_cancel();
     handler_type handler(std::move(handler_));
     return handler;
   }
@@ -72,16 +79,19 @@ public:
   /// cancellation slot. complete() removes it.
   template <typename Canceller> void on_cancel(Canceller&& canceller) {
     auto slot = boost::asio::get_associated_cancellation_slot(handler_);
-    if (slot.is_connected())
+    if (slot.is_connected()) {
       slot.template emplace<std::decay_t<Canceller>>(std::forward<Canceller>(canceller));
+      cancel_installed_ = true;
+    }
   }
 
   /// Removes the cancellation handler: the operation can no longer be withdrawn (e.g. its
-  /// work request is posted).
+  /// work request is posted). Free when none was installed (an operation posted at once).
   void ignore_cancel() noexcept {
-    auto slot = boost::asio::get_associated_cancellation_slot(handler_);
-    if (slot.is_connected())
-      slot.clear();
+    if (!cancel_installed_)
+      return;
+    cancel_installed_ = false;
+    boost::asio::get_associated_cancellation_slot(handler_).clear();
   }
 
   /// The handler's associated executor (default `io`), tracking outstanding work while it
@@ -94,28 +104,31 @@ public:
   /// `how` says. The operation is empty afterwards and may start again at once (the handler
   /// may itself start the next one).
   void complete(const boost::asio::any_io_executor& io, delivery how, Args... args) {
-    handler_type handler(std::move(handler_));
-    auto slot = boost::asio::get_associated_cancellation_slot(handler);
-    if (slot.is_connected())
-      slot.clear();
-    switch (how) {
-    case delivery::direct:
+    if (how == delivery::direct) {
+      ignore_cancel();
+      handler_type handler(std::move(handler_));
       std::move(handler)(std::move(args)...);
       return;
-    case delivery::dispatch: {
-      // The executor first: the handler is moved from in the call below.
-      auto work = tracked_executor(handler, io);
-      return dispatch_to(work, std::move(handler), std::move(args)...);
     }
-    case delivery::post: {
-      auto work = tracked_executor(handler, io);
-      boost::asio::post(io, [work = std::move(work), handler = std::move(handler),
-                             ... args = std::move(args)]() mutable {
+    // The executor first: the handler is moved from when delivered.
+    auto work = tracked_executor(handler_, io);
+    complete_on(work, io, how, std::move(args)...);
+  }
+
+  /// As complete(), for an operation that kept `work` (its handler's executor, tracking
+  /// outstanding work) while it waited: the handler is delivered there, `how` being
+  /// dispatch or post, without building that executor again.
+  void complete_on(const boost::asio::any_completion_executor& work,
+                   const boost::asio::any_io_executor& io, delivery how, Args... args) {
+    ignore_cancel();
+    handler_type handler(std::move(handler_));
+    if (how == delivery::post) {
+      boost::asio::post(io, [work, handler = std::move(handler), ... args = std::move(args)]() mutable {
         dispatch_to(work, std::move(handler), std::move(args)...);
       });
       return;
     }
-    }
+    dispatch_to(work, std::move(handler), std::move(args)...);
   }
 
 private:
@@ -134,6 +147,8 @@ private:
   }
 
   handler_type handler_;
+  /// on_cancel() put a cancellation handler in the handler's slot, which is still there.
+  bool cancel_installed_ = false;
 };
 
 template <typename Signature>

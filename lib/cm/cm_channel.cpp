@@ -25,7 +25,7 @@ std::shared_ptr<cm_channel> cm_channel::create(const asio::any_io_executor& ex, 
 
 cm_channel::cm_channel(const asio::any_io_executor& ex, event_channel_ptr channel)
     : ex_(ex), channel_(std::move(channel)),
-      waiter_(ex, channel_->fd, &cm_channel::on_readable, this) {}
+      waiter_(ex, channel_->fd, {&cm_channel::on_readable, this}) {}
 
 // The waiter (declared after the channel) releases the fd before the channel
 // that owns it is destroyed.

@@ -188,13 +188,13 @@ void raw_socket_core::begin(raw_operation<Signature>& op,
 template <typename Signature, typename... Args>
 void raw_socket_core::finish(raw_operation<Signature>& op, bool post, Args&&... args) {
   auto handler = std::move(op.handler);
-  auto work = std::move(op.work); // released once the handler is delivered
+  auto work = std::move(op.work); // kept while the operation waited; released once delivered
   op.work = {};
   op.active = false;
   op.cancel_requested = false;
   ++op.generation;
-  handler.complete(executor_, post ? delivery::post : delivery::dispatch,
-                   std::forward<Args>(args)...);
+  handler.complete_on(work, executor_, post ? delivery::post : delivery::dispatch,
+                      std::forward<Args>(args)...);
 }
 
 void raw_socket_core::request_cancel(operation_kind kind) noexcept {

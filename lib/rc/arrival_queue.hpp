@@ -74,8 +74,8 @@ private:
 inline void scatter(const std::byte* source, std::size_t length,
                     const mutable_buffer_array& destination) noexcept {
   for (std::size_t i = 0; i < destination.count && length > 0; ++i) {
-    const std::size_t n = std::min(length, destination.buffers[i].size());
-    std::memcpy(destination.buffers[i].data(), source, n);
+    const std::size_t n = std::min(length, destination.items[i].size());
+    std::memcpy(destination.items[i].data(), source, n);
     source += n;
     length -= n;
   }

@@ -119,10 +119,8 @@ void connection_impl::finish_close() {
 }
 
 void connection_impl::teardown() {
-  if (cq_ && !shared_) {
-    cq_->set_batch_listener({});
+  if (cq_ && !shared_)
     cq_->stop();
-  }
   if (qp_created_) {
     if (shared_)
       shared_->remove(qp_->qp_num);

@@ -172,8 +172,7 @@ error_code connection_impl::create_resources(ibv_context* context) {
     cq_ = completion_queue::create(ex_, context, static_cast<int>(send_depth + recv_depth), ec);
     if (ec)
       return ec;
-    cq_->set_batch_listener({&connection_impl::after_cq_batch, this});
-    cq_->set_owner(weak_from_this());
+    cq_->attach(weak_from_this(), {&connection_impl::after_cq_batch, this});
     cq_->set_mode(options_.completion_mode, options_.adaptive_spin);
     if ((ec = own_receives_.init(pd(), recv_depth, options_.max_message_size,
                                  &connection_impl::on_receive_complete, this)))

@@ -15,8 +15,8 @@ void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer
   impl->receive(buffers, std::move(handler), direct);
 }
 
-void start_receive_message(connection_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
-                           message_handler handler, bool direct) {
+void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
+                   message_handler handler, bool direct) {
   impl->receive_message(buffers, std::move(handler), direct);
 }
 

@@ -49,10 +49,10 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
     // Copy small messages now: cheap, and the caller's buffer is free at once.
     std::byte* dst = op->small.data();
     for (std::size_t i = 0; i < buffers.count; ++i) {
-      std::memcpy(dst, buffers.buffers[i].data(), buffers.buffers[i].size());
-      dst += buffers.buffers[i].size();
+      std::memcpy(dst, buffers.items[i].data(), buffers.items[i].size());
+      dst += buffers.items[i].size();
     }
-    op->source.buffers[0] = asio::const_buffer(op->small.data(), op->length);
+    op->source.items[0] = asio::const_buffer(op->small.data(), op->length);
     op->source.count = op->length > 0 ? 1 : 0;
     op->source.total_size = op->length;
     op->source.too_many = false;
@@ -90,24 +90,29 @@ void connection_impl::queue_send(operation* op) {
   op->counted = true;
   op_started();
   sends_.queue(op);
-  op->handler.on_cancel(op_canceller{this, op});
   // An idle send queue rings the doorbell at once (latency); otherwise the
   // request joins the batch flushed at the end of this io_context turn.
-  if (sends_.outstanding() == 0 && !flush_scheduled_)
+  if (sends_.outstanding() == 0 && !flush_scheduled_) {
     flush();
-  else
+    // Posted, it can no longer be withdrawn, so it needs no cancellation handler (nor
+    // does one the flush failed: that one is completed, its handler moved out).
+    if (op->posted || !op->handler)
+      return;
+  } else {
     schedule_flush();
+  }
+  op->handler.on_cancel(op_canceller{this, op});
 }
 
 error_code connection_impl::check_work(const work_request& r) const {
   using kind = work_request::kind;
-  if (r.too_many || r.count > max_send_sge_)
+  if (r.local.too_many || r.local.count > max_send_sge_)
     return asio::error::invalid_argument; // more scatter/gather entries than the QP takes
   std::uint64_t total = 0;
-  for (std::size_t i = 0; i < r.count; ++i) {
-    if (!r.local[i].in_bounds)
+  for (std::size_t i = 0; i < r.local.count; ++i) {
+    if (!r.local.items[i].in_bounds)
       return errc::out_of_bounds;
-    total += r.local[i].length;
+    total += r.local.items[i].length;
   }
   switch (r.op) {
   case kind::send:
@@ -132,12 +137,12 @@ void connection_impl::prepare_work(operation* op, const work_request& r) {
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.sg_list = op->sge;
   std::uint64_t total = 0;
-  for (std::size_t i = 0; i < r.count; ++i) {
-    op->sge[i] = {reinterpret_cast<std::uintptr_t>(r.local[i].data), r.local[i].length,
-                  r.local[i].lkey};
-    total += r.local[i].length;
+  for (std::size_t i = 0; i < r.local.count; ++i) {
+    const local_buffer& b = r.local.items[i];
+    op->sge[i] = {reinterpret_cast<std::uintptr_t>(b.data), b.length, b.lkey};
+    total += b.length;
   }
-  wr.num_sge = static_cast<int>(r.count);
+  wr.num_sge = static_cast<int>(r.local.count);
   op->length = total;
   switch (r.op) {
   case kind::send:
@@ -260,8 +265,8 @@ void connection_impl::prepare_send(operation* op) {
     // Inline: the device copies from the user's memory at post time, so no
     // registration is needed and the buffers are free once posted.
     for (std::size_t i = 0; i < src.count; ++i)
-      op->sge[i] = {reinterpret_cast<std::uintptr_t>(src.buffers[i].data()),
-                    static_cast<std::uint32_t>(src.buffers[i].size()), 0};
+      op->sge[i] = {reinterpret_cast<std::uintptr_t>(src.items[i].data()),
+                    static_cast<std::uint32_t>(src.items[i].size()), 0};
     wr.num_sge = static_cast<int>(src.count);
     wr.send_flags |= IBV_SEND_INLINE;
     ++statistics_.inline_sends;
@@ -270,8 +275,8 @@ void connection_impl::prepare_send(operation* op) {
     free_send_slots_.pop_back();
     std::byte* dst = send_block_.slot(op->send_slot);
     for (std::size_t i = 0; i < src.count; ++i) {
-      std::memcpy(dst, src.buffers[i].data(), src.buffers[i].size());
-      dst += src.buffers[i].size();
+      std::memcpy(dst, src.items[i].data(), src.items[i].size());
+      dst += src.items[i].size();
     }
     op->sge[0] = {reinterpret_cast<std::uintptr_t>(send_block_.slot(op->send_slot)),
                   static_cast<std::uint32_t>(op->length), send_block_.mr->lkey};
@@ -323,10 +328,11 @@ void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, 
                                const received_message* message) {
   const bool counted = op->counted;
   // From the completion path (never an initiating function), a handler that
-  // runs on this executor is called directly, as Asio's own operations do.
-  const delivery how = defer       ? delivery::post
-                       : op->direct ? delivery::direct
-                                    : delivery::dispatch;
+  // runs on this executor is called directly, as Asio's own operations do. A
+  // completion that a user's call found by polling is posted instead.
+  const delivery how = defer || (cq_ && cq_->defers_handlers()) ? delivery::post
+                       : op->direct                             ? delivery::direct
+                                                                : delivery::dispatch;
   if (op->wants_message) {
     auto handler = std::move(op->message_handler_);
     op_pool_.put(op);

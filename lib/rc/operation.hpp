@@ -50,7 +50,7 @@ struct operation : completion_target {
   mutable_buffer_array destination; // receive
   std::size_t length = 0;
   ibv_send_wr wr{};
-  ibv_sge sge[const_buffer_array::max_buffers]{};
+  ibv_sge sge[max_buffers]{};
 };
 
 } // namespace asio_rdma::detail

@@ -58,8 +58,15 @@ error_code receive_ring::post_released(Queue* queue, Post post) {
     return {};
   chain();
   ibv_recv_wr* bad = nullptr;
-  if (int rc = post(queue, wrs_.data(), &bad))
+  if (int rc = post(queue, wrs_.data(), &bad)) {
+    // Requests from `bad` on were not posted: their slots stay released, so the next
+    // post_to() retries them instead of the ring shrinking for good (a shared receive
+    // queue outlives one failed post). Without `bad` nothing is known to be unposted, and
+    // posting a slot twice would let two messages land in one buffer: none is kept.
+    for (ibv_recv_wr* wr = bad; wr != nullptr; wr = wr->next)
+      released_.push_back(static_cast<receive_slot*>(completion_target::from(wr->wr_id))->index);
     return from_returned_errno(rc);
+  }
   return {};
 }
 

@@ -8,10 +8,8 @@
 namespace asio_rdma::detail {
 
 shared_queues_impl::~shared_queues_impl() {
-  if (cq_) {
-    cq_->set_batch_listener({});
+  if (cq_)
     cq_->stop();
-  }
 }
 
 error_code shared_queues_impl::bind(const std::shared_ptr<device>& dev) {
@@ -35,9 +33,8 @@ error_code shared_queues_impl::bind(const std::shared_ptr<device>& dev) {
     return ec;
   if ((ec = ring_.post_to(srq.get())))
     return ec;
-  cq->set_owner(weak_from_this());
+  cq->attach(weak_from_this(), {&shared_queues_impl::after_batch, this});
   cq->set_mode(options_.completion_mode, options_.adaptive_spin);
-  cq->set_batch_listener({&shared_queues_impl::after_batch, this});
   if ((ec = cq->start()))
     return ec;
   device_ = dev;
@@ -81,7 +78,7 @@ void shared_queues_impl::release(std::uint32_t slot) {
 
 void shared_queues_impl::post_released() {
   if (srq_ && ring_.has_released())
-    ring_.post_to(srq_.get()); // a failing SRQ post leaves receivers to RNR; nothing to fail
+    ring_.post_to(srq_.get()); // a failed post keeps its slots for the next one; nothing to fail
 }
 
 connection_impl* shared_queues_impl::find(std::uint32_t qp_num) const {

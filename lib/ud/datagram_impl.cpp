@@ -64,7 +64,7 @@ error_code datagram_impl::open(std::string_view address, std::uint16_t port,
   cq_ = completion_queue::create(ex_, id_->verbs, entries, ec);
   if (ec)
     return ec;
-  cq_->set_owner(weak_from_this());
+  cq_->attach(weak_from_this());
   cq_->set_mode(options.completion_mode, options.adaptive_spin);
   if ((ec = ring_.init(device_->pd.get(), options.receive_depth, mtu_ + grh_bytes,
                        &datagram_impl::on_receive_complete, this)))
@@ -252,7 +252,7 @@ void datagram_impl::send(const buffer_view<boost::asio::const_buffer>& b, const 
     // Beyond send_depth in flight: keep a copy and send in order later.
     queued_send q;
     q.data.resize(b.total_size);
-    boost::asio::buffer_copy(boost::asio::buffer(q.data), std::span(b.buffers, b.count));
+    boost::asio::buffer_copy(boost::asio::buffer(q.data), std::span(b.items, b.count));
     q.peer = peer;
     q.handler.start(std::move(handler));
     q.direct = direct;
@@ -266,7 +266,7 @@ void datagram_impl::send(const buffer_view<boost::asio::const_buffer>& b, const 
   auto& slot = send_slots_[free_send_slots_.back()];
   free_send_slots_.pop_back();
   std::byte* data = send_block_.slot(slot.index);
-  boost::asio::buffer_copy(boost::asio::buffer(data, mtu_), std::span(b.buffers, b.count));
+  boost::asio::buffer_copy(boost::asio::buffer(data, mtu_), std::span(b.items, b.count));
   slot.handler.start(std::move(handler));
   slot.direct = direct;
   slot.handle = std::move(handle);
@@ -332,8 +332,11 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     ec = make_wc_error(wc.status);
   // From the completion path, a handler that runs on the socket's executor
   // is called directly (no type-erased executor, no allocation).
-  handler.complete(self.ex_, slot.direct && !self.closing_ ? delivery::direct : delivery::dispatch,
-                   ec, ec ? std::size_t(0) : slot.bytes);
+  // A completion a user's call found by polling is posted (see defers_handlers).
+  const delivery how = self.cq_->defers_handlers()     ? delivery::post
+                       : slot.direct && !self.closing_ ? delivery::direct
+                                                       : delivery::dispatch;
+  handler.complete(self.ex_, how, ec, ec ? std::size_t(0) : slot.bytes);
 }
 
 void datagram_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
@@ -374,6 +377,8 @@ void datagram_impl::repost() {
 }
 
 void datagram_impl::deliver() {
+  // A receive completion a user's call found by polling is posted (see defers_handlers).
+  const bool defer = cq_->defers_handlers();
   while (!waiting_.empty() && !arrived_.empty()) {
     auto& w = waiting_.front();
     if (!w.handler) { // cancelled
@@ -384,21 +389,22 @@ void datagram_impl::deliver() {
     if (w.buffers.total_size < a.bytes) {
       auto done = waiting_.pop();
       cq_->remove_interest();
-      done.handler.complete(ex_, delivery::dispatch, error_code(errc::buffer_too_small),
+      done.handler.complete(ex_, defer ? delivery::post : delivery::dispatch,
+                            error_code(errc::buffer_too_small),
                             std::size_t(0), datagram_endpoint());
       continue; // the datagram stays queued
     }
     arrived_.pop();
     auto done = waiting_.pop();
     const std::byte* payload = ring_.slot(a.slot) + grh_bytes;
-    boost::asio::buffer_copy(std::span(done.buffers.buffers.data(), done.buffers.count),
+    boost::asio::buffer_copy(std::span(done.buffers.items.data(), done.buffers.count),
                              boost::asio::buffer(payload, a.bytes));
     auto sender = sender_of(a);
     ring_.release(a.slot);
     repost();
     cq_->remove_interest();
-    done.handler.complete(ex_, done.direct ? delivery::direct : delivery::dispatch, error_code(),
-                          std::size_t(a.bytes), std::move(sender));
+    const delivery how = defer ? delivery::post : done.direct ? delivery::direct : delivery::dispatch;
+    done.handler.complete(ex_, how, error_code(), std::size_t(a.bytes), std::move(sender));
   }
 }
 
@@ -417,7 +423,7 @@ void datagram_impl::receive(const buffer_view<boost::asio::mutable_buffer>& b, d
                           std::size_t(0), datagram_endpoint());
     }
     arrived_.pop();
-    boost::asio::buffer_copy(std::span(b.buffers, b.count),
+    boost::asio::buffer_copy(std::span(b.items, b.count),
                              boost::asio::buffer(ring_.slot(a.slot) + grh_bytes, a.bytes));
     auto sender = sender_of(a);
     ring_.release(a.slot);

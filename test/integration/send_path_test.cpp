@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace ar = asio_rdma;
@@ -232,5 +233,57 @@ BOOST_AUTO_TEST_CASE(a_cancelled_queued_send_completes_aborted_and_is_never_sent
     auto numbers = co_await receive_numbers(p.server, 2);
     BOOST_TEST(numbers == std::vector<int>({1, 3}), boost::test_tools::per_element());
     BOOST_TEST(p.client.is_open());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_send_posted_at_once_is_not_withdrawn_by_cancellation) {
+  // Posted RC work cannot be withdrawn alone: the send completes as sent.
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    std::vector<std::byte> a(10, std::byte{7});
+    asio::cancellation_signal cancel;
+    ar::error_code result = asio::error::would_block;
+    std::size_t done = 0;
+    p.client.async_send(asio::buffer(a),
+                        asio::bind_cancellation_slot(cancel.slot(), [&](ar::error_code ec, std::size_t) {
+                          result = ec;
+                          ++done;
+                        }));
+    cancel.emit(asio::cancellation_type::terminal);
+    co_await wait_for(done, 1);
+    BOOST_TEST(!result, result.message());
+    auto numbers = co_await receive_numbers(p.server, 1);
+    BOOST_TEST(numbers == std::vector<int>({7}), boost::test_tools::per_element());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(no_other_handler_runs_inside_an_initiating_function) {
+  // async_receive polls the completion queue (messages may wait there). A send's
+  // completion it finds is delivered from the io_context, never inside the caller's
+  // async_receive call: Asio runs no handler inside an initiating function.
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    std::vector<std::byte> out(8, std::byte{5}), in(8);
+    bool inside_call = false, ran_inside = false;
+    std::size_t sent = 0, received = 0;
+    p.client.async_send(asio::buffer(out), [&](ar::error_code ec, std::size_t) {
+      BOOST_TEST(!ec, ec.message());
+      ran_inside = inside_call;
+      ++sent;
+    });
+    // Block this handler (not an io_context turn): the send completes into the CQ meanwhile.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    inside_call = true;
+    p.client.async_receive(asio::buffer(in), [&](ar::error_code ec, std::size_t) {
+      BOOST_TEST(!ec, ec.message());
+      ++received;
+    });
+    inside_call = false;
+    co_await wait_for(sent, 1);
+    BOOST_TEST(!ran_inside);
+    co_await p.server.async_send(asio::buffer(out), use_awaitable);
+    co_await wait_for(received, 1);
   });
 }

@@ -1,6 +1,7 @@
-// What an initiation captures of a buffer sequence (one buffer by value, or a
-// bounded array copy), so operation bodies can live in lib/ as non-template
-// code without allocating, and the view of it those bodies take.
+// What an initiation carries of a caller's list (a buffer sequence, or a work
+// request's local buffers), so operation bodies can live in lib/ as
+// non-template code without allocating, and the view of it those bodies take.
+// One idea, one pair of names: captured_list (the copy) and list_view (the view).
 #pragma once
 
 #include <boost/asio/buffer.hpp>
@@ -12,41 +13,67 @@
 
 namespace asio_rdma::detail {
 
-/// The captured buffers, as the non-template operation bodies take them.
-template <typename Buffer> struct buffer_view {
-  const Buffer* buffers = nullptr;
-  std::size_t count = 0; // non-empty buffers
-  std::size_t total_size = 0;
-  /// The sequence had more than buffer_array::max_buffers non-empty buffers.
+/// A captured list as the non-template operation bodies take it.
+template <typename T> struct list_view {
+  const T* items = nullptr;
+  std::size_t count = 0;
+  /// The caller's list had more items than its capture holds (the operation fails).
   bool too_many = false;
 };
 
-template <typename Buffer> struct buffer_array {
-  /// The most buffers one operation takes (like an iovec limit).
-  static constexpr std::size_t max_buffers = 16;
-  std::array<Buffer, max_buffers> buffers{};
+/// A copy of at most N items of a caller's list, carried by value in an initiation: a
+/// deferred or awaitable operation stores its arguments, and the caller's list may be gone
+/// when it starts.
+template <typename T, std::size_t N> struct captured_list {
+  static constexpr std::size_t max_items = N;
+  std::array<T, N> items{};
   std::size_t count = 0;
-  std::size_t total_size = 0;
-  /// The sequence had more than max_buffers non-empty buffers.
   bool too_many = false;
 
-  buffer_view<Buffer> view() const { return {buffers.data(), count, total_size, too_many}; }
-  /// Copies the view's buffers in (only those: the array is 16 entries).
-  void assign(const buffer_view<Buffer>& v) {
-    std::copy_n(v.buffers, std::min(v.count, max_buffers), buffers.begin());
-    count = std::min(v.count, max_buffers);
+  void push_back(const T& item) noexcept {
+    if (count == N)
+      too_many = true;
+    else
+      items[count++] = item;
+  }
+  list_view<T> view() const noexcept { return {items.data(), count, too_many}; }
+};
+
+/// Captured buffers as the operation bodies take them: the non-empty buffers and their
+/// total size.
+template <typename Buffer> struct buffer_view : list_view<Buffer> {
+  std::size_t total_size = 0;
+};
+
+/// The most buffers one operation takes (like an iovec limit).
+inline constexpr std::size_t max_buffers = 16;
+
+template <typename Buffer> struct buffer_array : captured_list<Buffer, max_buffers> {
+  std::size_t total_size = 0;
+
+  void push_back(const Buffer& b) noexcept {
+    captured_list<Buffer, max_buffers>::push_back(b);
+    if (!this->too_many)
+      total_size += b.size();
+  }
+  buffer_view<Buffer> view() const noexcept {
+    return {{this->items.data(), this->count, this->too_many}, total_size};
+  }
+  /// Copies the view's buffers in (only those: the array holds max_buffers).
+  void assign(const buffer_view<Buffer>& v) noexcept {
+    this->count = std::min(v.count, max_buffers);
+    std::copy_n(v.items, this->count, this->items.begin());
     total_size = v.total_size;
-    too_many = v.too_many;
+    this->too_many = v.too_many;
   }
 };
 
 /// One buffer captured by value: the common case, 16 bytes to carry through
-/// an initiation (a deferred or awaitable operation stores its arguments)
-/// instead of a 280-byte array.
+/// an initiation instead of a 280-byte array.
 template <typename Buffer> struct single_buffer {
   Buffer buffer;
-  buffer_view<Buffer> view() const {
-    return {&buffer, buffer.size() == 0 ? 0u : 1u, buffer.size(), false};
+  buffer_view<Buffer> view() const noexcept {
+    return {{&buffer, buffer.size() == 0 ? 0u : 1u, false}, buffer.size()};
   }
 };
 
@@ -57,16 +84,10 @@ template <typename Buffer, typename Sequence>
 buffer_array<Buffer> make_buffer_array(const Sequence& sequence) {
   buffer_array<Buffer> result;
   for (auto it = boost::asio::buffer_sequence_begin(sequence);
-       it != boost::asio::buffer_sequence_end(sequence); ++it) {
+       it != boost::asio::buffer_sequence_end(sequence) && !result.too_many; ++it) {
     Buffer b(*it);
-    if (b.size() == 0)
-      continue;
-    if (result.count == result.max_buffers) {
-      result.too_many = true;
-      break;
-    }
-    result.buffers[result.count++] = b;
-    result.total_size += b.size();
+    if (b.size() != 0)
+      result.push_back(b);
   }
   return result;
 }

@@ -44,42 +44,34 @@ public:
   using io_initiation::io_initiation;
   template <typename Handler, std::size_t N>
   void operator()(Handler&& handler, const work_request& request,
-                  const local_capture<N>& local) const {
+                  const captured_list<local_buffer, N>& local) const {
     if (!impl_)
       return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
                          std::size_t(0));
     const bool direct = runs_on_io(handler);
-    start_work(impl_, local.attach(request), std::move(handler), direct);
+    start_work(impl_, with_local(request, local), std::move(handler), direct);
   }
 };
 
-/// async_receive into a buffer sequence.
-class initiate_async_receive : public io_initiation<connection_impl*> {
+/// A receive into a buffer sequence that completes with `Result`: the size received
+/// (async_receive) or the received_message (async_receive_message).
+template <typename Result> class initiate_async_receive_as : public io_initiation<connection_impl*> {
 public:
   using io_initiation::io_initiation;
   template <typename Handler, typename Buffers>
   void operator()(Handler&& handler, const Buffers& buffers) const {
     if (!impl_)
       return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
-                         std::size_t(0));
+                         Result());
     const bool direct = runs_on_io(handler);
-    start_receive(impl_, buffers.view(), std::move(handler), direct);
+    start_receive(impl_, buffers.view(),
+                  boost::asio::any_completion_handler<void(error_code, Result)>(
+                      std::forward<Handler>(handler)),
+                  direct);
   }
 };
-
-/// async_receive_message into a buffer sequence.
-class initiate_async_receive_message : public io_initiation<connection_impl*> {
-public:
-  using io_initiation::io_initiation;
-  template <typename Handler, typename Buffers>
-  void operator()(Handler&& handler, const Buffers& buffers) const {
-    if (!impl_)
-      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
-                         received_message());
-    const bool direct = runs_on_io(handler);
-    start_receive_message(impl_, buffers.view(), std::move(handler), direct);
-  }
-};
+using initiate_async_receive = initiate_async_receive_as<std::size_t>;
+using initiate_async_receive_message = initiate_async_receive_as<received_message>;
 
 /// async_send_remote_buffer: the encoding travels by value into the operation (the
 /// caller's array would be gone before a deferred operation starts).
@@ -117,11 +109,17 @@ inline work_request make_request(work_request::kind op, const remote_buffer& rem
 }
 
 /// One local buffer, or a list of up to work_request::max_local.
-inline local_capture<1> capture_local(const local_buffer& b) {
-  return local_capture<1>(std::span<const local_buffer>(&b, 1));
+inline captured_list<local_buffer, 1> capture_local(const local_buffer& b) {
+  captured_list<local_buffer, 1> captured;
+  captured.push_back(b);
+  return captured;
 }
-inline local_capture<work_request::max_local> capture_local(std::span<const local_buffer> list) {
-  return local_capture<work_request::max_local>(list);
+inline captured_list<local_buffer, work_request::max_local>
+capture_local(std::span<const local_buffer> list) {
+  captured_list<local_buffer, work_request::max_local> captured;
+  for (const auto& b : list)
+    captured.push_back(b);
+  return captured;
 }
 
 /// async_receive_remote_buffer, composed of the public async_receive and a
@@ -282,7 +280,7 @@ auto connection::async_fetch_add(const remote_buffer& remote, std::uint64_t valu
   request.compare_add = value;
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::uint64_t)>(
       detail::initiate_async_work(impl_.get(), ex_), token, request,
-      detail::local_capture<0>({}));
+      detail::captured_list<local_buffer, 0>{});
 }
 
 template <typename CompletionToken>
@@ -295,7 +293,7 @@ auto connection::async_compare_swap(const remote_buffer& remote, std::uint64_t e
   request.swap = desired;
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::uint64_t)>(
       detail::initiate_async_work(impl_.get(), ex_), token, request,
-      detail::local_capture<0>({}));
+      detail::captured_list<local_buffer, 0>{});
 }
 
 template <typename MutableBufferSequence, typename CompletionToken>

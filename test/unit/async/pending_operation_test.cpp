@@ -107,6 +107,50 @@ BOOST_AUTO_TEST_CASE(ignore_cancel_removes_the_cancellation_handler) {
   op.complete(io.get_executor(), delivery::direct, error_code(), 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_moved_operation_keeps_its_cancellation_handler_until_complete) {
+  // The connection moves an operation's pending_operation out of its pooled record before
+  // completing it: the cancellation handler must still be removed then.
+  asio::io_context io;
+  asio::cancellation_signal signal;
+  op_type op(op_type::handler_type(
+      asio::bind_cancellation_slot(signal.slot(), [](error_code, std::size_t) {})));
+  int cancels = 0;
+  op.on_cancel([&](asio::cancellation_type) { ++cancels; });
+  op_type moved(std::move(op));
+  signal.emit(asio::cancellation_type::terminal);
+  BOOST_TEST(cancels == 1);
+  moved.complete(io.get_executor(), delivery::direct, error_code(), 0);
+  signal.emit(asio::cancellation_type::terminal); // after completion: reaches nothing
+  BOOST_TEST(cancels == 1);
+}
+
+BOOST_AUTO_TEST_CASE(release_removes_this_operations_cancellation_handler) {
+  asio::io_context io;
+  asio::cancellation_signal signal;
+  op_type op(op_type::handler_type(
+      asio::bind_cancellation_slot(signal.slot(), [](error_code, std::size_t) {})));
+  op.on_cancel([](asio::cancellation_type) { BOOST_FAIL("the released operation was cancelled"); });
+  auto handler = op.release();
+  signal.emit(asio::cancellation_type::terminal);
+  complete_now(io.get_executor(), std::move(handler), delivery::direct, error_code(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(complete_on_delivers_on_the_executor_the_operation_kept) {
+  // The raw socket keeps its handler's executor (tracking work) while it waits, and
+  // completes there without building the executor again.
+  asio::io_context io;
+  auto strand = asio::make_strand(io);
+  bool on_strand = false;
+  op_type op(op_type::handler_type(asio::bind_executor(
+      strand, [&](error_code, std::size_t) { on_strand = strand.running_in_this_thread(); })));
+  auto work = op.tracked_executor(io.get_executor());
+  op.complete_on(work, io.get_executor(), delivery::post, error_code(), 3);
+  work = {}; // the operation's own copy: the delivery holds what it needs
+  BOOST_TEST(!on_strand); // post: never inside the call
+  io.run();
+  BOOST_TEST(on_strand);
+}
+
 BOOST_AUTO_TEST_CASE(without_a_slot_on_cancel_installs_nothing) {
   asio::io_context io;
   bool ran = false;

@@ -85,9 +85,9 @@ BOOST_AUTO_TEST_CASE(a_message_is_copied_over_the_buffers_in_order) {
   std::array<std::byte, 4> b{};
   std::array<std::byte, 8> c{};
   asio_rdma::detail::mutable_buffer_array dst;
-  dst.buffers[0] = boost::asio::buffer(a);
-  dst.buffers[1] = boost::asio::buffer(b);
-  dst.buffers[2] = boost::asio::buffer(c);
+  dst.items[0] = boost::asio::buffer(a);
+  dst.items[1] = boost::asio::buffer(b);
+  dst.items[2] = boost::asio::buffer(c);
   dst.count = 3;
   dst.total_size = a.size() + b.size() + c.size();
   asio_rdma::detail::scatter(message.data(), message.size(), dst);

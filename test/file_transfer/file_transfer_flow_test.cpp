@@ -1,0 +1,252 @@
+// The file transfer protocol driven by hand against a real receiver: checksums and
+// sizes in file_end, the negotiated depth and credits, what is not a directory.
+#include "file_transfer_support.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+namespace {
+
+/// Handshake with an explicit offer.
+awaitable<proto::hello_ack> handshake_with(ar::connection& conn, std::uint32_t chunk,
+                                           std::uint16_t depth) {
+  proto::hello hello{chunk, depth};
+  co_await send_message(conn, hello);
+  auto m = co_await receive_message(conn);
+  BOOST_REQUIRE(std::holds_alternative<proto::hello_ack>(m));
+  co_return std::get<proto::hello_ack>(m);
+}
+
+enum class file_end_fault { none, wrong_crc, wrong_size };
+
+/// Sends one file of `size` bytes by hand, in chunks of the negotiated size,
+/// all of them before waiting for any credit, then a file_end with `fault`;
+/// returns the receiver's status code.
+awaitable<proto::status_code> send_by_hand(ar::connection& conn, const proto::hello_ack& ack,
+                                           std::size_t size, file_end_fault fault) {
+  proto::file_begin b{0, proto::entry_kind::file, 0644, size, "checked.bin"};
+  co_await send_message(conn, b);
+  auto m = co_await receive_message(conn);
+  BOOST_REQUIRE(std::holds_alternative<proto::status>(m));
+  BOOST_REQUIRE((std::get<proto::status>(m).code == proto::status_code::ok));
+  ar::memory_region local(conn, size, ar::access::local_write);
+  for (std::size_t i = 0; i < size; ++i)
+    local.data()[i] = ar::test::pattern(9, i);
+  std::size_t chunks = (size + ack.chunk_size - 1) / ack.chunk_size;
+  BOOST_REQUIRE(chunks <= ack.slots); // every chunk in its own slot, all in flight at once
+  for (std::size_t seq = 0; seq < chunks; ++seq) {
+    std::size_t offset = seq * ack.chunk_size;
+    std::size_t length = std::min<std::size_t>(ack.chunk_size, size - offset);
+    co_await conn.async_write_with_imm(local.slice(offset, length),
+                                       ack.buffer.slice(seq * ack.chunk_size, length),
+                                       static_cast<std::uint32_t>(seq), use_awaitable);
+  }
+  for (std::size_t seq = 0; seq < chunks; ++seq) {
+    m = co_await receive_message(conn);
+    BOOST_REQUIRE(std::holds_alternative<proto::credit>(m));
+    BOOST_TEST(std::get<proto::credit>(m).sequence == seq);
+  }
+  std::uint32_t crc = proto::crc32c(0, local.data());
+  proto::file_end e{0, fault == file_end_fault::wrong_crc ? crc ^ 1u : crc,
+                    fault == file_end_fault::wrong_size ? size + 1 : size};
+  co_await send_message(conn, e);
+  m = co_await receive_message(conn);
+  BOOST_REQUIRE(std::holds_alternative<proto::status>(m));
+  co_return std::get<proto::status>(m).code;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_wrong_checksum_or_size_in_file_end_is_refused) {
+  asio::io_context io;
+  temp_dir dst;
+  auto receiver = make_receiver(io, dst.path);
+  const std::size_t size = 3 * 64 * 1024 - 100; // three chunks
+  for (auto fault : {file_end_fault::wrong_crc, file_end_fault::wrong_size}) {
+    pending_receive p;
+    start_receive(receiver, p);
+    run(io, [&]() -> awaitable<void> {
+      auto conn = co_await connect_to(receiver);
+      auto ack = co_await handshake(conn);
+      auto code = co_await send_by_hand(conn, ack, size, fault);
+      BOOST_TEST(
+          (code == (fault == file_end_fault::wrong_crc ? proto::status_code::checksum_mismatch
+                                                       : proto::status_code::size_mismatch)),
+          int(code));
+      co_await wait_until(p.done);
+    });
+    BOOST_TEST((p.ec == ar::errc::protocol_error), p.ec.message());
+    BOOST_TEST(p.result.files.empty());
+    BOOST_TEST(fs::is_empty(dst.path)); // neither the file nor its temporary
+  }
+  // The same exchange with the right checksum and size stores the file.
+  pending_receive p;
+  start_receive(receiver, p);
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(receiver);
+    auto ack = co_await handshake(conn);
+    auto code = co_await send_by_hand(conn, ack, size, file_end_fault::none);
+    BOOST_TEST((code == proto::status_code::ok), int(code));
+    co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+    co_await wait_until(p.done);
+  });
+  BOOST_TEST(!p.ec, p.ec.message());
+  BOOST_TEST(fs::file_size(dst.path / "checked.bin") == size);
+}
+
+BOOST_AUTO_TEST_CASE(depth_is_negotiated_to_the_smaller_side_and_all_slots_are_usable_at_once) {
+  asio::io_context io;
+  temp_dir dst;
+  ar::file_receiver_options options;
+  options.transfer.buffer_size = 4096;
+  options.transfer.depth = 3;
+  options.transfer.timeout = std::chrono::seconds(10);
+  options.overwrite = ar::overwrite_policy::replace; // checked.bin twice
+  ar::file_receiver receiver(io.get_executor(), device_address(), 0, dst.path, options);
+  for (std::uint16_t offered : {8, 2}) {
+    pending_receive p;
+    start_receive(receiver, p);
+    run(io, [&]() -> awaitable<void> {
+      auto conn = co_await connect_to(receiver);
+      auto ack = co_await handshake_with(conn, 64 * 1024, offered);
+      const std::uint16_t slots = std::min<std::uint16_t>(offered, 3);
+      BOOST_TEST(ack.slots == slots);
+      BOOST_TEST(ack.chunk_size == 4096u);
+      BOOST_TEST(ack.buffer.length >= std::uint64_t(slots) * 4096);
+      // As many chunks as slots, written before any credit came back.
+      auto code =
+          co_await send_by_hand(conn, ack, std::size_t(slots) * 4096 - 1, file_end_fault::none);
+      BOOST_TEST((code == proto::status_code::ok), int(code));
+      co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+      co_await wait_until(p.done);
+    });
+    BOOST_TEST(!p.ec, p.ec.message());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_for_credits) {
+  asio::io_context io;
+  temp_dir src;
+  constexpr std::uint32_t chunk = 4096;
+  constexpr std::uint16_t slots = 3;
+  constexpr std::size_t chunks = 10;
+  const std::size_t size = chunk * chunks - 5;
+  write_file(src.path / "f", size, 7);
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0);
+    // The real sender, offering depth 8.
+    bool sent = false;
+    ar::error_code send_ec;
+    ar::transfer_result sent_result;
+    ar::connection client;
+    const auto port = acceptor.local_endpoint().port();
+    asio::co_spawn(
+        ex,
+        [&]() -> awaitable<void> {
+          ar::connection_options o;
+          o.timeout = std::chrono::seconds(10);
+          client = co_await ar::async_connect(ex, device_address(), port, o, use_awaitable);
+          auto options = sender_options(64 * 1024);
+          options.depth = 8;
+          auto [ec, r] = co_await ar::async_send_file(client, src.path / "f", options,
+                                                      asio::as_tuple(use_awaitable));
+          send_ec = ec;
+          sent_result = r;
+          sent = true;
+        },
+        ar::test::report_failure);
+    // A receiver by hand that grants 3 slots and holds its credits back.
+    auto server = co_await acceptor.async_accept(use_awaitable);
+    ar::memory_region region(server, std::size_t(chunk) * slots,
+                             ar::access::local_write | ar::access::remote_write);
+    auto m = co_await receive_message(server);
+    BOOST_REQUIRE(std::holds_alternative<proto::hello>(m));
+    BOOST_TEST(std::get<proto::hello>(m).depth == 8u);
+    BOOST_TEST(std::get<proto::hello>(m).chunk_size == 64u * 1024);
+    proto::hello_ack ack{chunk, slots, region.remote()};
+    co_await send_message(server, ack);
+    m = co_await receive_message(server);
+    BOOST_REQUIRE(std::holds_alternative<proto::file_begin>(m));
+    BOOST_TEST(std::get<proto::file_begin>(m).size == size);
+    const proto::status ok{0, proto::status_code::ok};
+    co_await send_message(server, ok);
+
+    std::array<std::byte, 64> in{};
+    auto next_write = [&](std::chrono::milliseconds limit)
+        -> awaitable<std::tuple<ar::error_code, ar::received_message>> {
+      asio::cancellation_signal cancel;
+      asio::steady_timer t(ex, limit);
+      t.async_wait([&cancel](ar::error_code e) {
+        if (!e)
+          cancel.emit(asio::cancellation_type::terminal);
+      });
+      auto r = co_await server.async_receive_message(
+          asio::buffer(in),
+          asio::bind_cancellation_slot(cancel.slot(), asio::as_tuple(use_awaitable)));
+      t.cancel();
+      co_return r;
+    };
+    std::uint32_t crc = 0;
+    auto take = [&](std::uint32_t seq) -> awaitable<void> {
+      auto [ec, w] = co_await next_write(std::chrono::seconds(10));
+      BOOST_REQUIRE_MESSAGE(!ec, "chunk " << seq << ": " << ec.message());
+      BOOST_REQUIRE(w.rdma_write);
+      BOOST_REQUIRE(w.immediate.has_value());
+      BOOST_TEST(*w.immediate == seq);
+      auto length = std::min<std::size_t>(chunk, size - std::size_t(seq) * chunk);
+      BOOST_TEST(w.size == length);
+      crc = proto::crc32c(crc, region.data().subspan((seq % slots) * chunk, length));
+    };
+    // Without a credit the sender writes the first `slots` chunks, all at once...
+    for (std::uint32_t seq = 0; seq < slots; ++seq)
+      co_await take(seq);
+    // ...and not one more.
+    auto [quiet_ec, extra] = co_await next_write(std::chrono::milliseconds(500));
+    BOOST_TEST((quiet_ec == asio::error::operation_aborted), "a chunk beyond the depth arrived");
+    // Each credit frees one slot for exactly one more chunk.
+    for (std::uint32_t seq = slots; seq < chunks; ++seq) {
+      proto::credit credit{seq - slots};
+      co_await send_message(server, credit);
+      co_await take(seq);
+    }
+    for (std::uint32_t seq = chunks - slots; seq < chunks; ++seq) {
+      proto::credit credit{seq};
+      co_await send_message(server, credit);
+    }
+    m = co_await receive_message(server);
+    BOOST_REQUIRE(std::holds_alternative<proto::file_end>(m));
+    BOOST_TEST(std::get<proto::file_end>(m).size == size);
+    BOOST_TEST(std::get<proto::file_end>(m).crc32c == crc);
+    co_await send_message(server, ok);
+    co_await wait_until(sent);
+    BOOST_TEST(!send_ec, send_ec.message());
+    BOOST_TEST(sent_result.chunk_size == chunk);
+    BOOST_TEST(sent_result.bytes == size);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_plain_file_as_a_tree_or_as_the_receiving_directory_is_not_a_directory) {
+  asio::io_context io;
+  temp_dir src, dst;
+  write_file(src.path / "plain", 10, 1);
+  auto receiver = make_receiver(io, dst.path);
+  pending_receive p;
+  start_receive(receiver, p);
+  run(io, [&]() -> awaitable<void> {
+    auto conn = co_await connect_to(receiver);
+    auto options = sender_options();
+    auto [ec, r] = co_await ar::async_send_tree(conn, src.path / "plain", options,
+                                                asio::as_tuple(use_awaitable));
+    BOOST_TEST((ec == boost::system::errc::not_a_directory), ec.message());
+    BOOST_TEST(conn.is_open()); // nothing was sent
+    co_await conn.async_disconnect(asio::as_tuple(use_awaitable));
+    co_await wait_until(p.done);
+  });
+  BOOST_TEST(!p.ec);
+  BOOST_CHECK_EXCEPTION(make_receiver(io, src.path / "plain"), boost::system::system_error,
+                        [](const boost::system::system_error& e) {
+                          return e.code() == boost::system::errc::not_a_directory;
+                        });
+}
+
+// -- Durability, overwrite policy, size limits (issue 11).
