@@ -95,14 +95,19 @@ void completion_queue::spin() {
   if (stopped_ || interest_ == 0)
     return;
   // Poll in a tight loop before yielding: every trip through the scheduler
-  // costs an epoll_wait, far more than an empty ibv_poll_cq.
+  // costs a reactor turn (an epoll_wait system call), far more than an empty
+  // ibv_poll_cq. A completion does not end the turn: in a request/response
+  // exchange the next one (the send's own, then the reply) follows closely, and
+  // a trip through the scheduler between them lands on the critical path. A
+  // turn that dispatched a full batch yields, so that what its handlers posted
+  // (a shared queue's flush, a delivery) and other handlers get to run.
   // One keep-alive for the turn, not one per empty poll.
   auto owner = owner_.lock();
   if (!owner)
     return;
   int found = 0;
-  for (int i = 0; i < spin_polls && found == 0 && interest_ > 0 && !stopped_; ++i)
-    found = poll_unguarded();
+  for (int i = 0; i < spin_polls && found < batch_size && interest_ > 0 && !stopped_; ++i)
+    found += poll_unguarded();
   const auto now = std::chrono::steady_clock::now();
   if (found > 0)
     last_activity_ = now;

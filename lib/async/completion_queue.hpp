@@ -84,7 +84,8 @@ private:
   void spin();
 
   static constexpr int batch_size = 32;
-  // Empty polls per busy-poll turn before other handlers get to run.
+  // Polls per busy-poll turn (fewer if a batch was dispatched) before other
+  // handlers get to run.
   static constexpr int spin_polls = 256;
 
   asio::any_io_executor ex_;
