@@ -41,8 +41,8 @@ void describe(CLI::App& app, fabric_settings& s) {
                  "also flag pairs above this median latency (default 0: off)")
       ->check(CLI::Range(0.0, 1e9));
   app.add_option("--timeout", s.timeout,
-                 "seconds a rank waits for the others (or for a test past its length) before "
-                 "the run fails (default 60)")
+                 "seconds a test may run past its length, and a rank wait for the others past "
+                 "that, before the run fails (default 60)")
       ->check(CLI::Range(1.0, 86400.0));
   app.add_option("--json", s.json_path, "write every measurement and the parameters here");
   app.add_option("--heatmap", s.heatmap_path,

@@ -65,7 +65,13 @@ public:
   fabric(bootstrap& mpi, const fabric_settings& s) : mpi_(mpi), s_(s) {}
 
   int run() {
-    mpi_.set_timeout(s_.timeout);
+    // A rank waiting for the others may wait for one still measuring, which
+    // itself gives up only past the test's length plus the timeout: waiting
+    // that long and a second more, the measuring rank (whose message says
+    // which pair stopped answering) speaks first, and a slow but live test
+    // (a connection set up again after a cut, under TCG) is not taken for a
+    // dead rank.
+    mpi_.set_timeout(s_.warmup + s_.duration + s_.timeout + 1);
     local_address local;
     try {
       local = choose_address(s_.address, s_.device);

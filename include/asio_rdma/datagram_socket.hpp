@@ -134,7 +134,12 @@ public:
   /// Completion signature: void(error_code, datagram_endpoint). Errors:
   /// errc::address_resolution_failed, errc::route_resolution_failed,
   /// errc::unreachable (nobody at that port), asio::error::timed_out,
-  /// asio::error::invalid_argument (not a numeric address).
+  /// asio::error::invalid_argument (not a numeric address). Bounded by
+  /// datagram_options::resolve_timeout_ms. Cancellation (any type, through
+  /// the token's cancellation slot) completes it with
+  /// asio::error::operation_aborted at once and leaves the socket usable;
+  /// close() aborts it too. The handler runs on its associated executor, never
+  /// inside this call.
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_resolve(std::string host, std::uint16_t port, CompletionToken&& token = {});
 

@@ -178,7 +178,9 @@ error_code verbs_backend::setup(const interface_info& interface,
   memory_.reset(static_cast<std::byte*>(std::aligned_alloc(4096, bytes)));
   if (!memory_)
     return error_code(ENOMEM, boost::system::system_category());
-  mr_.reset(ibv_reg_mr(pd_.get(), memory_.get(), bytes, IBV_ACCESS_LOCAL_WRITE));
+  // An int, not the enumerator: ibv_reg_mr's macro masks it with another enum.
+  const int access = IBV_ACCESS_LOCAL_WRITE;
+  mr_.reset(ibv_reg_mr(pd_.get(), memory_.get(), bytes, access));
   if (!mr_)
     return from_errno();
 

@@ -69,7 +69,7 @@ private:
 
 class datagram_resolver;
 
-class datagram_impl : public std::enable_shared_from_this<datagram_impl>, public cm_event_target {
+class datagram_impl final : public std::enable_shared_from_this<datagram_impl>, public cm_event_target {
 public:
   explicit datagram_impl(const asio::any_io_executor& ex) : ex_(ex) {}
   ~datagram_impl();

@@ -15,7 +15,7 @@ namespace asio_rdma::detail {
 
 /// One async_resolve: its own UDP id goes through address and route
 /// resolution and a SIDR request to the peer's listening id, bounded by a timer.
-class datagram_resolver : public cm_event_target {
+class datagram_resolver final : public cm_event_target {
 public:
   datagram_resolver(datagram_impl& owner, const asio::any_io_executor& ex,
                     datagram_resolve_handler handler)
@@ -31,6 +31,10 @@ public:
       return finish(ec, {});
     owner_.channel().add_interest();
     interest_ = true;
+    // Any cancellation type withdraws a resolve: it has done nothing the caller can see.
+    // finish() removes this handler (complete() clears the slot) before the resolver goes.
+    handler_.on_cancel(
+        [this](boost::asio::cancellation_type) { finish(boost::asio::error::operation_aborted, {}); });
     timer_.expires_after(std::chrono::milliseconds(owner_.resolve_timeout_ms()));
     timer_.async_wait([this, alive = std::weak_ptr<bool>(alive_)](const error_code& e) {
       if (!e && !alive.expired())

@@ -206,6 +206,66 @@ BOOST_AUTO_TEST_CASE(cancel_close_and_nobody_listening) {
   });
 }
 
+BOOST_AUTO_TEST_CASE(a_resolve_is_cancelled_alone_and_the_socket_stays_usable) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::datagram_socket server(ex, device_address(), 0);
+    ar::datagram_socket client(ex, device_address(), 0);
+
+    // Cancelled before any rdma_cm event is handled (no io_context turn in between):
+    // aborted, posted, and a later emit reaches nothing.
+    asio::cancellation_signal signal;
+    ar::error_code result = asio::error::would_block;
+    bool inside_call = true, ran_inside = false;
+    int completions = 0;
+    client.async_resolve(device_address(), server.local_port(),
+                         asio::bind_cancellation_slot(
+                             signal.slot(), [&](ar::error_code ec, ar::datagram_endpoint) {
+                               result = ec;
+                               ran_inside = inside_call;
+                               ++completions;
+                             }));
+    signal.emit(asio::cancellation_type::terminal);
+    inside_call = false;
+    for (int i = 0; i < 100 && completions == 0; ++i)
+      co_await asio::post(ex, use_awaitable);
+    BOOST_TEST(completions == 1);
+    BOOST_TEST((result == asio::error::operation_aborted), result.message());
+    BOOST_TEST(!ran_inside);
+    // The slot keeps any_completion_handler's forwarding handler (Asio's
+    // cancellation_state), whose target the completion removed: emitting again
+    // reaches no resolver (none is left to touch) and completes nothing.
+    signal.emit(asio::cancellation_type::terminal);
+    co_await asio::post(ex, use_awaitable);
+    BOOST_TEST(completions == 1);
+
+    // A partial cancellation withdraws it too.
+    asio::cancellation_signal partial;
+    ar::error_code partial_result = asio::error::would_block;
+    client.async_resolve(device_address(), server.local_port(),
+                         asio::bind_cancellation_slot(
+                             partial.slot(), [&](ar::error_code ec, ar::datagram_endpoint) {
+                               partial_result = ec;
+                               ++completions;
+                             }));
+    partial.emit(asio::cancellation_type::partial);
+    for (int i = 0; i < 100 && completions == 1; ++i)
+      co_await asio::post(ex, use_awaitable);
+    BOOST_TEST((partial_result == asio::error::operation_aborted), partial_result.message());
+
+    // The socket is still usable: a resolve not cancelled succeeds and its endpoint
+    // carries a datagram.
+    auto peer = co_await client.async_resolve(device_address(), server.local_port(), use_awaitable);
+    auto msg = text("after a cancelled resolve");
+    co_await client.async_send_to(asio::buffer(msg), peer, use_awaitable);
+    std::vector<std::byte> buf(server.max_message_size());
+    auto [n, from] = co_await server.async_receive_from(asio::buffer(buf), use_awaitable);
+    BOOST_TEST(as_string(buf, n) == "after a cancelled resolve");
+    BOOST_TEST(from.qp_num == client.local_endpoint().qp_num);
+  });
+}
+
 BOOST_AUTO_TEST_CASE(bad_address_and_options) {
   asio::io_context io;
   ar::error_code ec;
