@@ -103,6 +103,46 @@ awaitable<void> bandwidth_worker(run& r, peer& p, std::uint32_t slot) {
     r.wake.cancel();
 }
 
+/// Bandwidth with async_batch: `entries` (this worker's slots) go as one operation, again
+/// and again.
+awaitable<void> batch_worker(run& r, peer& p, std::vector<asio_rdma::batch_entry> entries) {
+  while (!r.m.done()) {
+    auto [ec, n] = co_await p.conn.async_batch(entries, tuple_awaitable);
+    if (ec) {
+      r.fail(ec);
+      break;
+    }
+    r.m.completed(entries.size(), clock::now());
+  }
+  if (--r.live_workers == 0)
+    r.wake.cancel();
+}
+
+/// The requests of batch worker `w`: slots [w * batch, (w + 1) * batch) of `p`.
+std::vector<asio_rdma::batch_entry> batch_of(const peer& p, operation op, std::size_t size,
+                                             std::uint32_t w, std::uint32_t batch) {
+  std::vector<asio_rdma::batch_entry> entries;
+  for (std::uint32_t i = w * batch; i < (w + 1) * batch; ++i) {
+    auto local = p.region.slice(i * size, size);
+    auto remote = p.remote.slice(i * size, size);
+    switch (op) {
+    case operation::send:
+      entries.push_back(asio_rdma::batch_entry::send(local));
+      break;
+    case operation::write:
+      entries.push_back(asio_rdma::batch_entry::write(local, remote));
+      break;
+    case operation::write_imm:
+      entries.push_back(asio_rdma::batch_entry::write_with_imm(local, remote, i));
+      break;
+    default: // check() allows nothing else
+      entries.push_back(asio_rdma::batch_entry::read(local, remote));
+      break;
+    }
+  }
+  return entries;
+}
+
 /// Bidirectional send: counts what the server sends back.
 awaitable<void> receive_counter(run& r, peer& p) {
   while (!r.m.done()) {
@@ -222,6 +262,13 @@ awaitable<result> run_size(const settings& s, std::size_t size, std::string& dev
     if (s.mode == test_mode::latency) {
       ++r.live_workers;
       asio::co_spawn(ex, latency_worker(r, *p), report);
+      continue;
+    }
+    if (s.batch > 1) {
+      for (std::uint32_t w = 0; w < std::max(1u, s.depth / s.batch); ++w) {
+        ++r.live_workers;
+        asio::co_spawn(ex, batch_worker(r, *p, batch_of(*p, s.op, size, w, s.batch)), report);
+      }
       continue;
     }
     for (std::uint32_t w = 0; w < workers; ++w) {

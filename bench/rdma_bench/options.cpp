@@ -165,6 +165,10 @@ void describe(CLI::App& app, settings& s) {
   add_number(*client, "--coroutines", s.coroutines, 1, 8192,
              "coroutines per connection, one operation in flight each (default: depth; more "
              "than depth wait in the library)");
+  add_number(*client, "--batch", s.batch, 1, 8192,
+             "bandwidth: each coroutine issues its operations N at a time as one "
+             "connection::async_batch (one post, one completion; default 1: one async "
+             "operation each); send, write, write_imm or read");
   client
       ->add_option_function<std::string>(
           "--completion",
@@ -234,6 +238,18 @@ std::string check(const settings& s) {
     return "ud_send runs one datagram socket: drop --connections";
   if (s.mode == test_mode::latency && s.connections != 1)
     return "latency runs one connection";
+  if (s.batch > 1) {
+    if (s.raw_verbs)
+      return "--batch applies to asio_rdma connections (--raw-verbs posts lists of its own)";
+    if (s.mode != test_mode::bandwidth || s.bidirectional)
+      return "--batch applies to bandwidth, not latency or --bidirectional";
+    if (is_atomic(s.op) || s.op == operation::ud_send)
+      return "--batch runs send, write, write_imm or read";
+    if (s.batch > s.depth)
+      return "--batch may not exceed --depth (a batch fits the send queue)";
+    if (s.coroutines)
+      return "--batch sets the coroutines itself (depth / batch): drop --coroutines";
+  }
   return {};
 }
 

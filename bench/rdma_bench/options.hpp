@@ -57,6 +57,7 @@ struct settings {
   std::uint32_t connections = 1;
   bool shared_queues = false;   // framework client: its connections share one CQ and SRQ
   std::uint32_t coroutines = 0; // framework: coroutines per connection; 0: one per slot of depth
+  std::uint32_t batch = 1;      // framework bandwidth: operations per async_batch (1: one each)
   completion_mode completion = completion_mode::event; // raw verbs: busy unless given
   bool completion_given = false;
   bool bidirectional = false;

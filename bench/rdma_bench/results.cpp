@@ -69,6 +69,7 @@ void write_json(const std::string& path, const settings& s, const std::string& d
         {"connections", s.connections},
         {"shared_queues", s.shared_queues},
         {"coroutines", s.coroutines},
+        {"batch", s.batch},
         {"completion", name(s.completion)},
         {"bidirectional", s.bidirectional},
         {"inline", s.inline_size}}},

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <asio_rdma/acceptor.hpp>
+#include <asio_rdma/batch_entry.hpp>
 #include <asio_rdma/buffer_pool.hpp>
 #include <asio_rdma/completion_mode.hpp>
 #include <asio_rdma/connect.hpp>

@@ -1,6 +1,7 @@
 // asio-rdma: a reliable connected (RC) RDMA connection.
 #pragma once
 
+#include <asio_rdma/batch_entry.hpp>
 #include <asio_rdma/connection_options.hpp>
 #include <asio_rdma/connection_statistics.hpp>
 #include <asio_rdma/detail/buffer_array.hpp>
@@ -204,6 +205,36 @@ public:
   auto async_compare_swap(const remote_buffer& remote, std::uint64_t expected,
                           std::uint64_t desired, CompletionToken&& token = {});
 
+  /// Posts every request of `entries` (sends, RDMA writes with or without
+  /// immediate data, RDMA reads; see batch_entry) in order, as one operation:
+  /// the requests are chained into as few ibv_post_send calls as the send
+  /// queue allows (one when it has room), one request in 16 and the last ask
+  /// for a completion, and one handler runs when all have completed. What perftest's
+  /// post lists (--post_list) do, for many small messages at little cost each.
+  ///
+  /// Completion signature: void(error_code, std::size_t bytes): the bytes of
+  /// all requests, or 0 with the first error. The entries are copied at
+  /// initiation (for a deferred operation: when it is launched), so `entries`
+  /// only has to live until then; the local memory each entry names is used
+  /// by the device until the batch completes.
+  ///
+  /// Checked before anything is posted (then nothing is): at most
+  /// options().send_queue_depth entries (asio::error::invalid_argument); every
+  /// local slice in bounds, no write or read longer than its remote range
+  /// (errc::out_of_bounds); no send larger than max_message_size
+  /// (errc::message_too_large). A failure on the wire (a bad rkey, say) fails
+  /// the batch with the device's wc_category() error and, as RC requires, the
+  /// connection; requests behind it are flushed. An empty batch completes at
+  /// once with 0 bytes (posted, not inside this call).
+  ///
+  /// Other operations initiated before or after it are posted in initiation
+  /// order around it. Cancellation (any type) withdraws the whole batch while
+  /// none of it is posted (it waits for room in the send queue); once its
+  /// first request is posted it completes as posted work does (close()
+  /// flushes it).
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_batch(std::span<const batch_entry> entries, CompletionToken&& token = {});
+
   /// Receives the next message into `buffers` (scattered, at most 16 buffers).
   ///
   /// Completion signature: void(error_code, std::size_t bytes_received).
@@ -289,6 +320,8 @@ void start_send(connection_impl* impl, const buffer_view<boost::asio::const_buff
                 std::optional<std::uint32_t> immediate, size_handler handler, bool direct);
 void start_work(connection_impl* impl, const work_request& request, size_handler handler,
                 bool direct);
+void start_batch(connection_impl* impl, std::span<const batch_entry> entries,
+                 size_handler handler, bool direct);
 // async_receive (a size_handler) and async_receive_message (a message_handler).
 void start_receive(connection_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
                    size_handler handler, bool direct);

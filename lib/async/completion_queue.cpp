@@ -132,12 +132,13 @@ void completion_queue::drain_events() {
   // reference to the owner, and with it to this queue).
   auto keep_alive = shared_from_this();
   auto owner = owner_.lock();
+  // One event at most: the channel serves this CQ alone, and an armed CQ raises
+  // one event, then none until it is armed again (below). Reading until EAGAIN
+  // would cost a second system call per wake-up, on the critical path.
   ibv_cq* cq = nullptr;
   void* context = nullptr;
-  unsigned events = 0;
-  while (::ibv_get_cq_event(channel_.get(), &cq, &context) == 0)
-    ++events;
-  cq_.events_received(events);
+  if (::ibv_get_cq_event(channel_.get(), &cq, &context) == 0)
+    cq_.events_received(1);
   // Re-arm before the final drain: a completion that arrives after the last
   // poll then raises a new event instead of being stranded.
   ::ibv_req_notify_cq(cq_.get(), 0);

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace asio_rdma::detail {
@@ -53,6 +54,7 @@ public:
   void send(const buffer_view<asio::const_buffer>& buffers, std::optional<std::uint32_t> immediate,
             size_handler handler, bool direct);
   void work(const work_request& request, size_handler handler, bool direct);
+  void batch(std::span<const batch_entry> entries, size_handler handler, bool direct);
   void receive(const buffer_view<asio::mutable_buffer>& buffers, size_handler handler, bool direct);
   void receive_message(const buffer_view<asio::mutable_buffer>& buffers, message_handler handler,
                        bool direct);
@@ -116,6 +118,7 @@ private:
   void keepalive_tick();
 
   void schedule_flush();
+  void post_sends(ibv_qp* qp);
   void prepare_send(operation* op);
   void release_send_slot(operation* op);
   void finish_posted(operation* op, ibv_wc_status status);
@@ -144,6 +147,10 @@ private:
                 const received_message* message = nullptr);
   operation* new_op(op_kind kind, bool direct);
   void queue_send(operation* op);
+  void start_posting(operation* op);
+  error_code check_batch(std::span<const batch_entry> entries) const;
+  bool finish_batch_part(operation*& op, error_code& ec, std::size_t& bytes);
+  void cancel_batch(operation* first);
 
   // A pending user operation needs the CM channel and the CQ waited on; an
   // idle connection leaves no work in the io_context (see fd_waiter).

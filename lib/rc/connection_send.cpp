@@ -83,6 +83,7 @@ operation* connection_impl::new_op(op_kind kind, bool direct) {
   op->immediate.reset();
   op->send_slot = operation::no_slot;
   op->length = 0;
+  op->batch = nullptr;
   return op;
 }
 
@@ -90,6 +91,10 @@ void connection_impl::queue_send(operation* op) {
   op->counted = true;
   op_started();
   sends_.queue(op);
+  start_posting(op);
+}
+
+void connection_impl::start_posting(operation* op) {
   // An idle send queue rings the doorbell at once (latency); otherwise the
   // request joins the batch flushed at the end of this io_context turn.
   if (sends_.outstanding() == 0 && !flush_scheduled_) {
@@ -181,6 +186,8 @@ void op_canceller::operator()(asio::cancellation_type) {
 }
 
 void connection_impl::cancel(operation* op) {
+  if (op->batch)
+    return cancel_batch(op);
   bool removed = op->kind == op_kind::receive ? waiting_receives_.remove(op)
                                               : (!op->posted && sends_.withdraw(op));
   if (removed)
@@ -208,17 +215,22 @@ void connection_impl::flush() {
   flush_scheduled_ = false;
   if (!qp_created_)
     return;
-  ibv_qp* qp = qp_;
-
-  // Receives: one chained post for every buffer freed since the last flush.
+  post_sends(qp_);
+  // Receives after sends: in a request/response exchange the next request is
+  // on the critical path, and the buffers just freed are not (the others of
+  // the ring stay posted for the reply). One chained post for every buffer
+  // freed since the last flush. (A failed post of sends may have closed the
+  // connection meanwhile.)
   if (receives_->has_released() && !shared_) {
-    if (state_ == state::closing || state_ == state::closed)
+    if (state_ == state::closing || state_ == state::closed || !qp_created_)
       receives_->forget_released();
-    else if (auto ec = receives_->post_to(qp))
-      return begin_close(ec);
+    else if (auto ec = receives_->post_to(qp_))
+      begin_close(ec);
   }
+}
 
-  // Sends: as many queued requests as the send queue has room for, chained.
+void connection_impl::post_sends(ibv_qp* qp) {
+  // As many queued requests as the send queue has room for, chained.
   const auto chain = sends_.take([this](operation* op) {
     op->posted = true;
     op->handler.ignore_cancel(); // posted RC work cannot be withdrawn alone
@@ -326,6 +338,8 @@ void connection_impl::finish_posted(operation* op, ibv_wc_status status) {
 
 void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, bool defer,
                                const received_message* message) {
+  if (op->batch && !finish_batch_part(op, ec, bytes))
+    return; // other requests of its batch are outstanding
   const bool counted = op->counted;
   // From the completion path (never an initiating function), a handler that
   // runs on this executor is called directly, as Asio's own operations do. A

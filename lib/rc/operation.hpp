@@ -49,6 +49,14 @@ struct operation : completion_target {
   const_buffer_array source;       // send
   mutable_buffer_array destination; // receive
   std::size_t length = 0;
+  /// A request of a batch (async_batch): the batch's first request, which holds the
+  /// handler and what follows; null for a single operation.
+  operation* batch = nullptr;
+  // Kept in a batch's first request only: its requests not yet finished, their bytes,
+  // and the first error any of them met.
+  std::uint32_t batch_remaining = 0;
+  std::uint64_t batch_bytes = 0;
+  error_code batch_error;
   ibv_send_wr wr{};
   ibv_sge sge[max_buffers]{};
 };

@@ -92,6 +92,12 @@ BOOST_AUTO_TEST_CASE(bad_options_say_why) {
   BOOST_TEST(rejects({"client", "h", "--mode", "lat", "--connections", "2"}, "one connection"));
   BOOST_TEST(rejects({"client", "h", "--raw-verbs", "--shared-queues"}, "not --raw-verbs"));
   BOOST_TEST(rejects({"client", "h", "--op", "ud_send", "--shared-queues"}, "not ud_send"));
+  BOOST_TEST(rejects({"client", "h", "--batch", "16", "--raw-verbs"}, "posts lists of its own"));
+  BOOST_TEST(rejects({"client", "h", "--batch", "16", "--mode", "lat"}, "not latency"));
+  BOOST_TEST(rejects({"client", "h", "--batch", "4", "--op", "fetch_add", "--size", "8"},
+                     "send, write, write_imm or read"));
+  BOOST_TEST(rejects({"client", "h", "--batch", "32", "--depth", "16"}, "may not exceed --depth"));
+  BOOST_TEST(rejects({"client", "h", "--batch", "0"}, "out of range"));
   BOOST_TEST(rejects({"client", "h", "extra"}, "not expected: extra"));
   BOOST_TEST(rejects({"server", "--op", "send"}, "not expected"));
 }

@@ -1,7 +1,8 @@
 // The send path's promises on a real device, observed through
 // connection::statistics(): inline sends below the threshold, the requests of
 // one io_context turn chained into one post, selective signalling (and errors
-// of unsignalled requests still reported), cancelling a queued send.
+// of unsignalled requests still reported), cancelling a queued send; and
+// async_batch (many requests, one post, one handler).
 #define BOOST_TEST_MODULE integration_send_path
 #include "rdma_test.hpp"
 
@@ -11,6 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <cstring>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -285,5 +287,216 @@ BOOST_AUTO_TEST_CASE(no_other_handler_runs_inside_an_initiating_function) {
     BOOST_TEST(!ran_inside);
     co_await p.server.async_send(asio::buffer(out), use_awaitable);
     co_await wait_for(received, 1);
+  });
+}
+
+// ---------------------------------------------------------------- async_batch
+
+namespace {
+
+/// A client-side region of `count` messages of `size` bytes, message i filled with i.
+ar::memory_region numbered_messages(const ar::connection& conn, std::size_t count,
+                                    std::size_t size) {
+  ar::memory_region region(conn, count * size, ar::access::local_write);
+  for (std::size_t i = 0; i < count; ++i)
+    std::memset(region.data().data() + i * size, static_cast<int>(i), size);
+  return region;
+}
+
+std::vector<ar::batch_entry> sends_of(const ar::memory_region& region, std::size_t first,
+                                      std::size_t count, std::size_t size) {
+  std::vector<ar::batch_entry> entries;
+  for (std::size_t i = first; i < first + count; ++i)
+    entries.push_back(ar::batch_entry::send(region.slice(i * size, size)));
+  return entries;
+}
+
+std::vector<int> iota_from(int first, int count) {
+  std::vector<int> v(count);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_batch_of_sends_is_one_post_and_arrives_in_order) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    constexpr std::size_t count = 40, size = 100;
+    auto region = numbered_messages(p.client, count, size);
+    auto entries = sends_of(region, 0, count, size);
+    auto before = p.client.statistics();
+    auto bytes = co_await p.client.async_batch(entries, use_awaitable);
+    BOOST_TEST(bytes == count * size);
+    auto s = p.client.statistics() - before;
+    BOOST_TEST(s.posts == 1u);              // one ibv_post_send for the whole batch
+    BOOST_TEST(s.work_requests == count);
+    BOOST_TEST(s.signaled == 3u);           // the 16th, the 32nd and the last
+    auto numbers = co_await receive_numbers(p.server, count);
+    BOOST_TEST(numbers == iota_from(0, count), boost::test_tools::per_element());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_of_writes_reads_and_a_write_with_immediate) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::memory_region target(p.server, 4096, ar::access::remote_write | ar::access::remote_read);
+    ar::memory_region local(p.client, 8192, ar::access::local_write);
+    co_await p.server.async_send_remote_buffer(target.remote(), use_awaitable);
+    auto remote =
+        co_await p.client.async_receive_remote_buffer(std::chrono::seconds(10), use_awaitable);
+    for (std::size_t i = 0; i < 4096; ++i)
+      local.data()[i] = pattern(3, i);
+    // Four writes of 1 KiB, then a write with immediate over the first 16 bytes again.
+    std::vector<ar::batch_entry> writes;
+    for (std::size_t i = 0; i < 4; ++i)
+      writes.push_back(ar::batch_entry::write(local.slice(i * 1024, 1024), remote.slice(i * 1024, 1024)));
+    writes.push_back(ar::batch_entry::write_with_imm(local.slice(0, 16), remote.slice(0, 16), 77));
+    BOOST_TEST(co_await p.client.async_batch(writes, use_awaitable) == 4096u + 16u);
+    std::array<std::byte, 8> unused;
+    auto msg = co_await p.server.async_receive_message(asio::buffer(unused), use_awaitable);
+    BOOST_TEST(msg.rdma_write);
+    BOOST_TEST(msg.immediate.value_or(0) == 77u);
+    BOOST_TEST(std::memcmp(target.data().data(), local.data().data(), 4096) == 0);
+    // Read it back in two halves, in reverse order.
+    std::vector<ar::batch_entry> reads{
+        ar::batch_entry::read(local.slice(4096 + 2048, 2048), remote.slice(2048, 2048)),
+        ar::batch_entry::read(local.slice(4096, 2048), remote.slice(0, 2048))};
+    BOOST_TEST(co_await p.client.async_batch(reads, use_awaitable) == 4096u);
+    BOOST_TEST(std::memcmp(local.data().data() + 4096, target.data().data(), 4096) == 0);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_is_checked_whole_before_anything_is_posted) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options server_options, client_options;
+    client_options.send_queue_depth = 8;
+    client_options.max_message_size = 256;
+    auto p = co_await make_pair(server_options, client_options);
+    ar::memory_region target(p.server, 4096, ar::access::remote_write);
+    auto region = numbered_messages(p.client, 8, 512);
+    co_await p.server.async_send_remote_buffer(target.remote(), use_awaitable);
+    auto remote =
+        co_await p.client.async_receive_remote_buffer(std::chrono::seconds(10), use_awaitable);
+    auto before = p.client.statistics();
+
+    auto entries = sends_of(region, 0, 4, 100);
+    entries[2] = ar::batch_entry::send(region.slice(4000, 200)); // out of bounds
+    auto [e1, n1] = co_await p.client.async_batch(entries, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e1 == ar::errc::out_of_bounds, e1.message());
+    entries[2] = ar::batch_entry::write(region.slice(0, 512), remote.slice(4000, 96));
+    auto [e2, n2] = co_await p.client.async_batch(entries, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e2 == ar::errc::out_of_bounds, e2.message()); // longer than its remote range
+    entries[2] = ar::batch_entry::send(region.slice(0, 512)); // over max_message_size
+    auto [e3, n3] = co_await p.client.async_batch(entries, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e3 == ar::errc::message_too_large, e3.message());
+    auto nine = sends_of(region, 0, 8, 10);
+    nine.push_back(nine.front()); // more than the send queue holds
+    auto [e4, n4] = co_await p.client.async_batch(nine, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e4 == asio::error::invalid_argument, e4.message());
+    BOOST_TEST(n1 + n2 + n3 + n4 == 0u);
+    BOOST_TEST((p.client.statistics() - before).work_requests == 0u); // nothing went out
+    BOOST_TEST(p.client.is_open());
+
+    // An empty batch completes at once; a good one still works.
+    const std::span<const ar::batch_entry> none;
+    BOOST_TEST(co_await p.client.async_batch(none, use_awaitable) == 0u);
+    std::vector<ar::batch_entry> good{ar::batch_entry::send(region.slice(5 * 512, 100)),
+                                      ar::batch_entry::send(region.slice(6 * 512, 100))};
+    BOOST_TEST(co_await p.client.async_batch(good, use_awaitable) == 200u);
+    auto numbers = co_await receive_numbers(p.server, 2);
+    BOOST_TEST(numbers == std::vector<int>({5, 6}), boost::test_tools::per_element());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_request_fails_its_batch_with_the_device_error) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    ar::memory_region target(p.server, 4096, ar::access::remote_write);
+    ar::memory_region local(p.client, 4096, ar::access::local_write);
+    co_await p.server.async_send_remote_buffer(target.remote(), use_awaitable);
+    auto remote =
+        co_await p.client.async_receive_remote_buffer(std::chrono::seconds(10), use_awaitable);
+    auto wrong = remote;
+    wrong.rkey ^= 0x5a5a; // not the region's key
+    std::vector<ar::batch_entry> writes;
+    for (std::size_t i = 0; i < 10; ++i) // the sixth is unsignalled and bad
+      writes.push_back(ar::batch_entry::write(local.slice(i * 64, 64),
+                                              (i == 5 ? wrong : remote).slice(i * 64, 64)));
+    auto [ec, n] = co_await p.client.async_batch(writes, asio::as_tuple(use_awaitable));
+    BOOST_TEST((ec.category() == ar::wc_category()), ec.message());
+    BOOST_TEST((ec == ar::wc_condition::remote), ec.message()); // the first error, not a flush
+    BOOST_TEST(n == 0u);
+    BOOST_TEST(!p.client.is_open());
+    auto [ec2, n2] = co_await p.client.async_batch(writes, asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec2 == ec, ec2.message()); // the connection reports its failure
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_waits_in_order_for_room_in_the_send_queue) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options server_options, client_options;
+    client_options.send_queue_depth = 8;
+    auto p = co_await make_pair(server_options, client_options);
+    auto region = numbered_messages(p.client, 20, 64);
+    std::size_t done = 0;
+    std::vector<int> order;
+    auto note = [&](int id) {
+      return [&, id](ar::error_code ec, std::size_t) {
+        BOOST_TEST(!ec, ec.message());
+        order.push_back(id);
+        ++done;
+      };
+    };
+    // Five singles fill part of the queue; the batch of eight gets the rest, then room.
+    for (int i = 0; i < 5; ++i)
+      p.client.async_send(region.slice(std::size_t(i) * 64, 64), note(i));
+    auto entries = sends_of(region, 5, 8, 64);
+    p.client.async_batch(entries, note(100));
+    entries.clear(); // copied at initiation: the caller's vector may go
+    for (int i = 13; i < 20; ++i)
+      p.client.async_send(region.slice(std::size_t(i) * 64, 64), note(i));
+    co_await wait_for(done, 5 + 1 + 7);
+    std::vector<int> expected{0, 1, 2, 3, 4, 100, 13, 14, 15, 16, 17, 18, 19};
+    BOOST_TEST(order == expected, boost::test_tools::per_element());
+    auto numbers = co_await receive_numbers(p.server, 20);
+    BOOST_TEST(numbers == iota_from(0, 20), boost::test_tools::per_element());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_queued_batch_is_withdrawn_whole_by_cancellation) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options server_options, client_options;
+    client_options.send_queue_depth = 4;
+    auto p = co_await make_pair(server_options, client_options);
+    auto region = numbered_messages(p.client, 8, 16);
+    std::vector<ar::error_code> results(3, asio::error::would_block);
+    std::size_t done = 0;
+    auto handler = [&](int i) {
+      return [&, i](ar::error_code ec, std::size_t) {
+        results[i] = ec;
+        ++done;
+      };
+    };
+    asio::cancellation_signal cancel;
+    p.client.async_send(region.slice(0, 16), handler(0)); // posted: the queue was idle
+    auto entries = sends_of(region, 1, 3, 16);
+    p.client.async_batch(entries, asio::bind_cancellation_slot(cancel.slot(), handler(1)));
+    p.client.async_send(region.slice(4 * 16, 16), handler(2));
+    cancel.emit(asio::cancellation_type::terminal); // the batch still waits for the turn's end
+    co_await wait_for(done, 3);
+    BOOST_TEST(!results[0], results[0].message());
+    BOOST_TEST(results[1] == asio::error::operation_aborted, results[1].message());
+    BOOST_TEST(!results[2], results[2].message());
+    BOOST_TEST(p.client.statistics().work_requests == 2u);
+    auto numbers = co_await receive_numbers(p.server, 2);
+    BOOST_TEST(numbers == std::vector<int>({0, 4}), boost::test_tools::per_element());
+    BOOST_TEST(p.client.is_open());
   });
 }

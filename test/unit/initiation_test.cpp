@@ -81,6 +81,10 @@ BOOST_AUTO_TEST_CASE(connection_operations_name_their_initiation) {
   check<asio_rdma::detail::initiate_async_work>(none);
   conn.async_fetch_add(asio_rdma::remote_buffer(), 1, peek_t{});
   check<asio_rdma::detail::initiate_async_work>(none);
+  const std::array<asio_rdma::batch_entry, 1> entries{
+      asio_rdma::batch_entry::send(asio_rdma::local_buffer())};
+  conn.async_batch(entries, peek_t{});
+  check<asio_rdma::detail::initiate_async_batch>(none);
   conn.async_send_remote_buffer(asio_rdma::remote_buffer(), peek_t{});
   check<asio_rdma::detail::initiate_async_send_remote_buffer>(none);
   conn.async_disconnect(peek_t{});

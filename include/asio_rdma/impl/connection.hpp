@@ -53,6 +53,21 @@ public:
   }
 };
 
+/// async_batch: the entries are read (copied into the library's operations) when the
+/// operation starts.
+class initiate_async_batch : public io_initiation<connection_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler>
+  void operator()(Handler&& handler, std::span<const batch_entry> entries) const {
+    if (!impl_)
+      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
+                         std::size_t(0));
+    const bool direct = runs_on_io(handler);
+    start_batch(impl_, entries, std::move(handler), direct);
+  }
+};
+
 /// A receive into a buffer sequence that completes with `Result`: the size received
 /// (async_receive) or the received_message (async_receive_message).
 template <typename Result> class initiate_async_receive_as : public io_initiation<connection_impl*> {
@@ -294,6 +309,12 @@ auto connection::async_compare_swap(const remote_buffer& remote, std::uint64_t e
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::uint64_t)>(
       detail::initiate_async_work(impl_.get(), ex_), token, request,
       detail::captured_list<local_buffer, 0>{});
+}
+
+template <typename CompletionToken>
+auto connection::async_batch(std::span<const batch_entry> entries, CompletionToken&& token) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+      detail::initiate_async_batch(impl_.get(), ex_), token, entries);
 }
 
 template <typename MutableBufferSequence, typename CompletionToken>
