@@ -214,7 +214,7 @@ error_code connection_impl::create_resources(ibv_context* context) {
   for (std::uint32_t i = send_depth; i > 0; --i)
     free_send_slots_.push_back(i - 1);
   // Receives must be posted before the peer can send: before connect/accept.
-  flush();
+  post_queued();
   return shared_ ? error_code() : cq_->start();
 }
 

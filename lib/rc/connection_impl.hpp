@@ -77,7 +77,7 @@ public:
   bool has_unposted_work() const {
     return sends_.has_queued() || (!shared_ && receives_->has_released());
   }
-  void flush();
+  void post_queued();
 
   const asio::any_io_executor& get_executor() const { return ex_; }
   bool is_open() const noexcept { return state_ == state::open; }
@@ -117,7 +117,7 @@ private:
   void start_keepalive();
   void keepalive_tick();
 
-  void schedule_flush();
+  void schedule_post();
   void post_sends(ibv_qp* qp);
   void prepare_send(operation* op);
   void release_send_slot(operation* op);
@@ -189,12 +189,12 @@ private:
   std::vector<std::uint32_t> free_send_slots_;
   std::uint32_t inline_limit_ = 0;
   std::uint32_t max_send_sge_ = 1;
-  connection_statistics statistics_; // counted in flush() and prepare_send()
+  connection_statistics statistics_; // counted in post_queued() and prepare_send()
 
   object_pool<operation> op_pool_;
   intrusive_queue<operation> waiting_receives_;
   send_window<operation> sends_; // queued and posted sends, one-sided work, atomics
-  bool flush_scheduled_ = false;
+  bool post_scheduled_ = false;
   bool delivery_scheduled_ = false;
   std::uint32_t user_ops_ = 0;
   bool channel_interest_ = false;

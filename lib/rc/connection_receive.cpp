@@ -77,7 +77,7 @@ void connection_impl::schedule_delivery() {
   asio::post(ex_, [self = shared_from_this()] {
     self->delivery_scheduled_ = false;
     self->deliver_waiting();
-    self->flush(); // repost the buffers just emptied
+    self->post_queued(); // repost the buffers just emptied
   });
 }
 

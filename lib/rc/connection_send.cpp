@@ -96,15 +96,15 @@ void connection_impl::queue_send(operation* op) {
 
 void connection_impl::start_posting(operation* op) {
   // An idle send queue rings the doorbell at once (latency); otherwise the
-  // request joins the batch flushed at the end of this io_context turn.
-  if (sends_.outstanding() == 0 && !flush_scheduled_) {
-    flush();
+  // request joins the batch posted at the end of this io_context turn.
+  if (sends_.outstanding() == 0 && !post_scheduled_) {
+    post_queued();
     // Posted, it can no longer be withdrawn, so it needs no cancellation handler (nor
-    // does one the flush failed: that one is completed, its handler moved out).
+    // does one the post failed: that one is completed, its handler moved out).
     if (op->posted || !op->handler)
       return;
   } else {
-    schedule_flush();
+    schedule_post();
   }
   op->handler.on_cancel(op_canceller{this, op});
 }
@@ -194,32 +194,32 @@ void connection_impl::cancel(operation* op) {
     complete(op, asio::error::operation_aborted, 0, true);
 }
 
-void connection_impl::schedule_flush() {
-  if (flush_scheduled_)
+void connection_impl::schedule_post() {
+  if (post_scheduled_)
     return;
-  flush_scheduled_ = true;
-  asio::post(ex_, [self = shared_from_this()] { self->flush(); });
+  post_scheduled_ = true;
+  asio::post(ex_, [self = shared_from_this()] { self->post_queued(); });
 }
 
 void connection_impl::after_cq_batch(void* context) {
   auto* self = static_cast<connection_impl*>(context);
   if (self->has_unposted_work())
-    self->flush();
+    self->post_queued();
   if (self->interest_sync_pending_) {
     self->interest_sync_pending_ = false;
     self->sync_interest();
   }
 }
 
-void connection_impl::flush() {
-  flush_scheduled_ = false;
+void connection_impl::post_queued() {
+  post_scheduled_ = false;
   if (!qp_created_)
     return;
   post_sends(qp_);
   // Receives after sends: in a request/response exchange the next request is
   // on the critical path, and the buffers just freed are not (the others of
   // the ring stay posted for the reply). One chained post for every buffer
-  // freed since the last flush. (A failed post of sends may have closed the
+  // freed since the last post. (A failed post of sends may have closed the
   // connection meanwhile.)
   if (receives_->has_released() && !shared_) {
     if (state_ == state::closing || state_ == state::closed || !qp_created_)
@@ -317,7 +317,7 @@ void connection_impl::on_send_complete(completion_target* target, const ibv_wc& 
                           self->finish_posted(done, status);
                         });
   if (self->shared_ && self->sends_.has_queued())
-    self->schedule_flush(); // no per-connection batch end on a shared CQ
+    self->schedule_post(); // no per-connection batch end on a shared CQ
   self->maybe_finish_close();
 }
 
