@@ -46,6 +46,7 @@ struct run {
   asio::steady_timer wake; // the controller's timer; cancelled when all is done
   unsigned live_workers = 0;
   asio_rdma::error_code failure;
+  unsigned posted_requests = 0; // --lat-send post: requests whose completion is still due
 
   void fail(asio_rdma::error_code ec) {
     if (!failure && !m.done())
@@ -164,10 +165,22 @@ awaitable<void> latency_worker(run& r, peer& p) {
   auto remote = p.remote.slice(0, r.size);
   const bool ping_pong =
       r.s.op == operation::send || r.s.op == operation::write_imm || r.s.op == operation::write;
+  // --lat-send post: the request's completion goes to this callback, not awaited.
+  auto collect = [&r](asio_rdma::error_code ec, std::size_t) {
+    --r.posted_requests;
+    if (ec)
+      r.fail(ec);
+  };
   while (!r.m.done()) {
     auto start = clock::now();
     asio_rdma::error_code ec;
-    if (r.s.op == operation::send) {
+    if (r.s.lat_post_send) {
+      ++r.posted_requests;
+      if (r.s.op == operation::send)
+        p.conn.async_send(local, collect);
+      else
+        p.conn.async_write_with_imm(local, remote, 0, collect);
+    } else if (r.s.op == operation::send) {
       auto [send_ec, n] = co_await p.conn.async_send(local, tuple_awaitable);
       ec = send_ec;
     } else if (r.s.op == operation::write || r.s.op == operation::write_imm) {
@@ -191,6 +204,13 @@ awaitable<void> latency_worker(run& r, peer& p) {
     double us = std::chrono::duration<double, std::micro>(now - start).count();
     r.m.sample(ping_pong ? us / 2 : us);
     r.m.completed(1, now);
+  }
+  // The callbacks use `r`: wait for the last requests' completions (the replies came,
+  // so they are due at once).
+  asio::steady_timer due(co_await asio::this_coro::executor);
+  for (int i = 0; r.posted_requests > 0 && i < 10000; ++i) {
+    due.expires_after(std::chrono::milliseconds(1));
+    co_await due.async_wait(tuple_awaitable);
   }
   if (--r.live_workers == 0)
     r.wake.cancel();

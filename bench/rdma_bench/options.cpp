@@ -171,6 +171,18 @@ void describe(CLI::App& app, settings& s) {
              "operation each); send, write, write_imm or read");
   client
       ->add_option_function<std::string>(
+          "--lat-send",
+          [&s](const std::string& v) {
+            if (v == "await" || v == "post")
+              s.lat_post_send = v == "post";
+            else
+              throw usage_error("--lat-send: '" + v + "' is not await or post");
+          },
+          "ping-pong latency (send, write, write_imm): await the request's completion, then the reply "
+          "(default), or post the request and await only the reply (perftest's method)")
+      ->type_name("await|post");
+  client
+      ->add_option_function<std::string>(
           "--completion",
           [&s](const std::string& v) {
             s.completion_given = true;
@@ -238,6 +250,11 @@ std::string check(const settings& s) {
     return "ud_send runs one datagram socket: drop --connections";
   if (s.mode == test_mode::latency && s.connections != 1)
     return "latency runs one connection";
+  if (s.lat_post_send && (s.raw_verbs || s.mode != test_mode::latency ||
+                          (s.op != operation::send && s.op != operation::write &&
+                           s.op != operation::write_imm)))
+    return "--lat-send post applies to the ping-pong latency (send, write, write_imm) on "
+           "asio_rdma";
   if (s.batch > 1) {
     if (s.raw_verbs)
       return "--batch applies to asio_rdma connections (--raw-verbs posts lists of its own)";

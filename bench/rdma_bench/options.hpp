@@ -58,6 +58,10 @@ struct settings {
   bool shared_queues = false;   // framework client: its connections share one CQ and SRQ
   std::uint32_t coroutines = 0; // framework: coroutines per connection; 0: one per slot of depth
   std::uint32_t batch = 1;      // framework bandwidth: operations per async_batch (1: one each)
+  /// Framework ping-pong latency (send, write, write_imm): false: co_await the request, then the reply;
+  /// true: post the request (its completion goes to a callback) and co_await only the reply,
+  /// as perftest's ib_send_lat / ib_write_lat wait for the reply alone.
+  bool lat_post_send = false;
   completion_mode completion = completion_mode::event; // raw verbs: busy unless given
   bool completion_given = false;
   bool bidirectional = false;

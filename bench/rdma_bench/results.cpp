@@ -70,6 +70,7 @@ void write_json(const std::string& path, const settings& s, const std::string& d
         {"shared_queues", s.shared_queues},
         {"coroutines", s.coroutines},
         {"batch", s.batch},
+        {"lat_send", s.lat_post_send ? "post" : "await"},
         {"completion", name(s.completion)},
         {"bidirectional", s.bidirectional},
         {"inline", s.inline_size}}},

@@ -98,6 +98,11 @@ BOOST_AUTO_TEST_CASE(bad_options_say_why) {
                      "send, write, write_imm or read"));
   BOOST_TEST(rejects({"client", "h", "--batch", "32", "--depth", "16"}, "may not exceed --depth"));
   BOOST_TEST(rejects({"client", "h", "--batch", "0"}, "out of range"));
+  BOOST_TEST(rejects({"client", "h", "--lat-send", "later"}, "not await or post"));
+  BOOST_TEST(rejects({"client", "h", "--lat-send", "post"}, "ping-pong latency"));
+  BOOST_TEST(rejects({"client", "h", "--lat-send", "post", "--mode", "lat", "--op", "read"},
+                     "ping-pong latency"));
+  BOOST_TEST(parse({"client", "h", "--lat-send", "post", "--mode", "lat"}).lat_post_send);
   BOOST_TEST(rejects({"client", "h", "extra"}, "not expected: extra"));
   BOOST_TEST(rejects({"server", "--op", "send"}, "not expected"));
 }

@@ -52,7 +52,8 @@ done
 # A sweep with two connections, a bidirectional run and batches (async_batch) on the framework.
 for args in "--sizes 64,4096 --connections 2" "--size 64 --connections 4 --shared-queues" \
   "--bidirectional --size 1024" "--op send --size 64 --batch 4" "--op write --size 4096 --batch 8" \
-  "--op read --size 1024 --batch 8"; do
+  "--op read --size 1024 --batch 8" "--mode lat --op send --size 64 --lat-send post" \
+  "--mode lat --op write_imm --size 64 --lat-send post"; do
   if out=$(timeout 120 "$B" client "$A" --port 7480 $args --depth 8 --duration 0.3 --warmup 0.1 2>&1); then
     echo "ok: $args"
   else
