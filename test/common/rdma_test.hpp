@@ -112,4 +112,11 @@ inline asio::awaitable<connected_pair> make_pair() {
   co_return co_await make_pair(defaults, defaults);
 }
 
+/// The server advertises `region` (async_send_remote_buffer); the client receives it.
+inline asio::awaitable<remote_buffer> advertise(connected_pair& p, const memory_region& region) {
+  co_await p.server.async_send_remote_buffer(region.remote(), asio::use_awaitable);
+  co_return co_await p.client.async_receive_remote_buffer(std::chrono::seconds(10),
+                                                          asio::use_awaitable);
+}
+
 } // namespace asio_rdma::test

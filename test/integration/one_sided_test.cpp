@@ -19,6 +19,7 @@ namespace ar = asio_rdma;
 namespace asio = boost::asio;
 using asio::awaitable;
 using asio::use_awaitable;
+using ar::test::advertise;
 using ar::test::make_pair;
 using ar::test::pattern;
 using ar::test::run;
@@ -37,11 +38,6 @@ bool matches(std::span<const std::byte> s, std::uint64_t seq) {
   return true;
 }
 
-/// The server side advertises `region`; the client side receives it.
-awaitable<ar::remote_buffer> exchange(ar::test::connected_pair& p, const ar::memory_region& region) {
-  co_await p.server.async_send_remote_buffer(region.remote(), use_awaitable);
-  co_return co_await p.client.async_receive_remote_buffer(std::chrono::seconds(10), use_awaitable);
-}
 
 } // namespace
 
@@ -51,7 +47,7 @@ BOOST_AUTO_TEST_CASE(write_then_read_back) {
     auto p = co_await make_pair();
     ar::memory_region target(p.server, 8192, ar::access::remote_write | ar::access::remote_read);
     ar::memory_region local(p.client, 8192, ar::access::local_write);
-    auto remote = co_await exchange(p, target);
+    auto remote = co_await advertise(p, target);
     BOOST_TEST(remote.length == 8192u);
     BOOST_TEST(remote.rkey == target.rkey());
     fill(local.data().first(4096), 11);
@@ -75,7 +71,7 @@ BOOST_AUTO_TEST_CASE(read_of_region_the_peer_filled) {
     fill(source.data(), 99);
     std::vector<std::byte> plain(65536);
     ar::memory_region local(p.client, std::span(plain), ar::access::local_write); // user memory
-    auto remote = co_await exchange(p, source);
+    auto remote = co_await advertise(p, source);
     auto n = co_await p.client.async_read(local.slice(), remote, use_awaitable);
     BOOST_TEST(n == 65536u);
     BOOST_TEST(matches(plain, 99));
@@ -89,7 +85,7 @@ BOOST_AUTO_TEST_CASE(write_with_immediate_is_seen_by_the_receiver) {
     ar::memory_region target(p.server, 4096, ar::access::remote_write);
     ar::memory_region local(p.client, 4096, ar::access::none);
     fill(local.data(), 5);
-    auto remote = co_await exchange(p, target);
+    auto remote = co_await advertise(p, target);
     co_await p.client.async_write_with_imm(local.slice(0, 1000), remote, 0xdeadbeef,
                                            use_awaitable);
     std::array<std::byte, 16> unused;
@@ -116,7 +112,7 @@ BOOST_AUTO_TEST_CASE(fetch_add_from_eight_coroutines_ends_at_exact_sum) {
     auto ex = co_await asio::this_coro::executor;
     auto p = co_await make_pair();
     ar::memory_region counter(p.server, 8, ar::access::remote_atomic | ar::access::remote_read);
-    auto remote = co_await exchange(p, counter);
+    auto remote = co_await advertise(p, counter);
     constexpr int coroutines = 8, each = 50;
     std::set<std::uint64_t> previous; // every fetch-add sees a distinct old value
     int done = 0;
@@ -145,7 +141,7 @@ BOOST_AUTO_TEST_CASE(compare_swap_has_exactly_one_winner) {
     auto ex = co_await asio::this_coro::executor;
     auto p = co_await make_pair();
     ar::memory_region word(p.server, 8, ar::access::remote_atomic);
-    auto remote = co_await exchange(p, word);
+    auto remote = co_await advertise(p, word);
     int winners = 0, done = 0;
     std::uint64_t winner_value = 0;
     asio::steady_timer all(ex, asio::steady_timer::time_point::max());
@@ -177,7 +173,7 @@ BOOST_AUTO_TEST_CASE(scatter_gather_with_three_entries) {
     ar::memory_region target(p.server, 4096, ar::access::remote_write | ar::access::remote_read);
     ar::memory_region local(p.client, 4096, ar::access::local_write);
     fill(local.data(), 3);
-    auto remote = co_await exchange(p, target);
+    auto remote = co_await advertise(p, target);
     // Gather three pieces of local memory into one contiguous remote range.
     std::array<ar::local_buffer, 3> gather{local.slice(0, 100), local.slice(1000, 200),
                                            local.slice(3000, 300)};
@@ -209,7 +205,7 @@ BOOST_AUTO_TEST_CASE(out_of_bounds_and_misaligned_are_refused_before_posting) {
     auto p = co_await make_pair();
     ar::memory_region target(p.server, 4096, ar::access::all);
     ar::memory_region local(p.client, 4096, ar::access::local_write);
-    auto remote = co_await exchange(p, target);
+    auto remote = co_await advertise(p, target);
     auto bad_slice = local.slice(4000, 200);
     BOOST_TEST(!bad_slice.in_bounds);
     auto [e1, n1] = co_await p.client.async_write(bad_slice, remote, asio::as_tuple(use_awaitable));
@@ -234,7 +230,7 @@ BOOST_AUTO_TEST_CASE(wrong_rkey_fails_with_remote_access_error_and_fails_the_con
     auto p = co_await make_pair();
     ar::memory_region target(p.server, 4096, ar::access::remote_write);
     ar::memory_region local(p.client, 4096, ar::access::local_write);
-    auto remote = co_await exchange(p, target);
+    auto remote = co_await advertise(p, target);
     remote.rkey ^= 0x5a5a; // not the region's key
     auto [ec, n] = co_await p.client.async_write(local.slice(0, 64), remote,
                                                  asio::as_tuple(use_awaitable));
@@ -254,7 +250,7 @@ BOOST_AUTO_TEST_CASE(write_without_remote_write_permission_fails) {
     auto p = co_await make_pair();
     ar::memory_region read_only(p.server, 4096, ar::access::remote_read);
     ar::memory_region local(p.client, 4096, ar::access::local_write);
-    auto remote = co_await exchange(p, read_only);
+    auto remote = co_await advertise(p, read_only);
     BOOST_TEST(co_await p.client.async_read(local.slice(0, 64), remote, use_awaitable) == 64u);
     auto [ec, n] = co_await p.client.async_write(local.slice(0, 64), remote,
                                                  asio::as_tuple(use_awaitable));
@@ -277,7 +273,7 @@ BOOST_AUTO_TEST_CASE(ten_thousand_one_sided_operations_in_flight_from_sixteen_co
       std::uint64_t v = i * 2654435761u + 1;
       std::memcpy(local.data().data() + i * 8, &v, 8);
     }
-    auto remote = co_await exchange(p, target);
+    auto remote = co_await advertise(p, target);
     int ok = 0, finished = 0;
     asio::steady_timer all(ex, asio::steady_timer::time_point::max());
     for (int c = 0; c < coroutines; ++c)
@@ -340,7 +336,7 @@ BOOST_AUTO_TEST_CASE(advertisement_timeout_and_malformed_advertisement) {
     BOOST_TEST(p.client.is_open());
     // After all of that, a real advertisement still arrives intact.
     ar::memory_region region(p.server, 4096, ar::access::remote_write);
-    BOOST_TEST((co_await exchange(p, region) == region.remote()));
+    BOOST_TEST((co_await advertise(p, region) == region.remote()));
   });
 }
 
@@ -358,7 +354,7 @@ BOOST_AUTO_TEST_CASE(each_completion_mode_completes_every_operation) {
         ar::memory_region target(p.server, 64 * 1024, ar::access::remote_write);
         ar::memory_region local(p.client, 64 * 1024, ar::access::local_write);
         fill(local.data(), 77);
-        auto remote = co_await exchange(p, target);
+        auto remote = co_await advertise(p, target);
         // Pipelined messages in both directions and one-sided writes.
         constexpr int messages = 300;
         int echoed = 0;
@@ -393,7 +389,7 @@ BOOST_AUTO_TEST_CASE(buffer_pool_leases_registered_buffers_and_takes_them_back) 
     auto p = co_await make_pair();
     ar::buffer_pool pool(p.client, 1024, 4, ar::access::local_write);
     ar::memory_region target(p.server, 4096, ar::access::remote_write);
-    auto remote = co_await exchange(p, target);
+    auto remote = co_await advertise(p, target);
     {
       std::vector<ar::buffer_pool::lease> leases;
       while (auto l = pool.try_acquire())

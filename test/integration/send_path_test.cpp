@@ -18,6 +18,7 @@
 
 namespace ar = asio_rdma;
 namespace asio = boost::asio;
+using ar::test::advertise;
 using ar::test::make_pair;
 using ar::test::pattern;
 using ar::test::run;
@@ -174,9 +175,7 @@ BOOST_AUTO_TEST_CASE(an_unsignalled_request_that_fails_is_reported_to_its_own_ha
     auto p = co_await make_pair();
     ar::memory_region target(p.server, 4096, ar::access::remote_write);
     ar::memory_region local(p.client, 4096, ar::access::local_write);
-    co_await p.server.async_send_remote_buffer(target.remote(), use_awaitable);
-    auto remote =
-        co_await p.client.async_receive_remote_buffer(std::chrono::seconds(10), use_awaitable);
+    auto remote = co_await advertise(p, target);
     auto wrong = remote;
     wrong.rkey ^= 0x5a5a; // not the region's key
     // Ten writes in one turn: the first is posted alone, the other nine in one
@@ -344,9 +343,7 @@ BOOST_AUTO_TEST_CASE(a_batch_of_writes_reads_and_a_write_with_immediate) {
     auto p = co_await make_pair();
     ar::memory_region target(p.server, 4096, ar::access::remote_write | ar::access::remote_read);
     ar::memory_region local(p.client, 8192, ar::access::local_write);
-    co_await p.server.async_send_remote_buffer(target.remote(), use_awaitable);
-    auto remote =
-        co_await p.client.async_receive_remote_buffer(std::chrono::seconds(10), use_awaitable);
+    auto remote = co_await advertise(p, target);
     for (std::size_t i = 0; i < 4096; ++i)
       local.data()[i] = pattern(3, i);
     // Four writes of 1 KiB, then a write with immediate over the first 16 bytes again.
@@ -378,9 +375,7 @@ BOOST_AUTO_TEST_CASE(a_batch_is_checked_whole_before_anything_is_posted) {
     auto p = co_await make_pair(server_options, client_options);
     ar::memory_region target(p.server, 4096, ar::access::remote_write);
     auto region = numbered_messages(p.client, 8, 512);
-    co_await p.server.async_send_remote_buffer(target.remote(), use_awaitable);
-    auto remote =
-        co_await p.client.async_receive_remote_buffer(std::chrono::seconds(10), use_awaitable);
+    auto remote = co_await advertise(p, target);
     auto before = p.client.statistics();
 
     auto entries = sends_of(region, 0, 4, 100);
@@ -418,9 +413,7 @@ BOOST_AUTO_TEST_CASE(a_bad_request_fails_its_batch_with_the_device_error) {
     auto p = co_await make_pair();
     ar::memory_region target(p.server, 4096, ar::access::remote_write);
     ar::memory_region local(p.client, 4096, ar::access::local_write);
-    co_await p.server.async_send_remote_buffer(target.remote(), use_awaitable);
-    auto remote =
-        co_await p.client.async_receive_remote_buffer(std::chrono::seconds(10), use_awaitable);
+    auto remote = co_await advertise(p, target);
     auto wrong = remote;
     wrong.rkey ^= 0x5a5a; // not the region's key
     std::vector<ar::batch_entry> writes;
