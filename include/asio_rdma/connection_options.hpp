@@ -29,8 +29,9 @@ struct connection_options {
   std::size_t max_message_size = 64 * 1024;
   /// Scatter/gather entries per send / write / read work request.
   std::uint32_t max_send_sge = 4;
-  /// Messages up to this size are sent inline (copied into the work request)
-  /// when the device allows it; 0 disables inline sends.
+  /// Sends and RDMA writes up to this size go inline (their bytes copied into
+  /// the work request when it is posted, so the device fetches nothing from
+  /// memory) when the device allows it; 0 disables inline data.
   std::uint32_t max_inline_data = 64;
   /// Outstanding RDMA reads and atomics this side may issue / accept
   /// (clamped to what the device supports).

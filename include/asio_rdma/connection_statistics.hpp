@@ -24,9 +24,9 @@ struct connection_statistics {
   std::uint64_t posts = 0;
   /// Work requests posted.
   std::uint64_t work_requests = 0;
-  /// Sends posted inline (the payload copied into the work request: messages
-  /// of at most connection_options::max_inline_data bytes, when the device
-  /// supports inline data).
+  /// Sends and RDMA writes posted inline (the payload copied into the work
+  /// request when it is posted: at most connection_options::max_inline_data
+  /// bytes, when the device supports inline data).
   std::uint64_t inline_sends = 0;
   /// Work requests posted with a completion requested (IBV_SEND_SIGNALED).
   std::uint64_t signaled = 0;

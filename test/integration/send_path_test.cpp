@@ -104,6 +104,42 @@ BOOST_AUTO_TEST_CASE(sends_up_to_max_inline_data_go_inline_and_larger_ones_do_no
   });
 }
 
+BOOST_AUTO_TEST_CASE(small_zero_copy_sends_and_writes_go_inline_too) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options server_options;
+    auto p = co_await make_pair(server_options, with_inline(64));
+    ar::memory_region target(p.server, 4096, ar::access::remote_write | ar::access::remote_read);
+    ar::memory_region local(p.client, 4096, ar::access::local_write);
+    for (std::size_t i = 0; i < 4096; ++i)
+      local.data()[i] = pattern(2, i);
+    auto remote = co_await advertise(p, target);
+    auto before = p.client.statistics();
+    co_await p.client.async_send(local.slice(0, 64), use_awaitable);
+    co_await p.client.async_write(local.slice(64, 64), remote.slice(64, 64), use_awaitable);
+    co_await p.client.async_write_with_imm(local.slice(128, 16), remote.slice(128, 16), 3,
+                                           use_awaitable);
+    BOOST_TEST((p.client.statistics() - before).inline_sends == 3u);
+    before = p.client.statistics();
+    co_await p.client.async_send(local.slice(0, 65), use_awaitable); // one byte over
+    co_await p.client.async_write(local.slice(256, 65), remote.slice(256, 65), use_awaitable);
+    co_await p.client.async_read(local.slice(1024, 8), remote.slice(64, 8), use_awaitable);
+    BOOST_TEST((p.client.statistics() - before).inline_sends == 0u);
+    // Inline or not, the bytes arrive.
+    std::vector<std::byte> in(p.server.options().max_message_size);
+    BOOST_TEST(co_await p.server.async_receive(asio::buffer(in), use_awaitable) == 64u);
+    BOOST_TEST(std::memcmp(in.data(), local.data().data(), 64) == 0);
+    auto msg = co_await p.server.async_receive_message(asio::buffer(in), use_awaitable);
+    BOOST_TEST(msg.rdma_write);
+    BOOST_TEST(msg.size == 16u);
+    BOOST_TEST(co_await p.server.async_receive(asio::buffer(in), use_awaitable) == 65u);
+    BOOST_TEST(std::memcmp(in.data(), local.data().data(), 65) == 0);
+    BOOST_TEST(std::memcmp(target.data().data() + 64, local.data().data() + 64, 64 + 16) == 0);
+    BOOST_TEST(std::memcmp(target.data().data() + 256, local.data().data() + 256, 65) == 0);
+    BOOST_TEST(std::memcmp(local.data().data() + 1024, local.data().data() + 64, 8) == 0);
+  });
+}
+
 BOOST_AUTO_TEST_CASE(requests_initiated_in_one_turn_are_chained_into_one_post) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
