@@ -60,6 +60,19 @@ awaitable<void> responder(std::shared_ptr<session> s) {
     }
     if (!answer)
       continue;
+    if (s->t.post_answers) {
+      // --lat-send post: the answer's completion goes to a callback (perftest's way:
+      // await the next request only). The session outlives it: the callback holds it.
+      auto collect = [s](asio_rdma::error_code ec, std::size_t) {
+        if (ec)
+          s->stopped = true;
+      };
+      if (s->t.op == operation::send)
+        s->conn.async_send(local, collect);
+      else
+        s->conn.async_write_with_imm(local, remote, 0, collect);
+      continue;
+    }
     asio_rdma::error_code answer_ec;
     if (s->t.op == operation::send) {
       auto [send_ec, n] = co_await s->conn.async_send(local, tuple_awaitable);

@@ -6,7 +6,9 @@
 //   2  u8          version (1)
 //   3  u8          operation (options.hpp)
 //   4  u8          mode
-//   5  u8          flags (1: bidirectional, 2: raw verbs wait for completion events)
+//   5  u8          flags (1: bidirectional, 2: wait for completion events, 4: adaptive
+//                  completion, 8: the framework server posts its latency answers and
+//                  awaits only the next request, --lat-send post)
 //   6  u16         depth (operations in flight)
 //   8  u32         message size
 //  12  u32         inline threshold
@@ -35,6 +37,7 @@ struct test_parameters {
   bool bidirectional = false;
   bool event_completion = false;    // the server waits on its completion channel
   bool adaptive_completion = false; // framework server: completion_mode::adaptive
+  bool post_answers = false;        // framework server: latency answers not awaited
   std::uint16_t depth = 1;
   std::uint32_t size = 0;
   std::uint32_t inline_size = 0;
@@ -72,7 +75,7 @@ inline std::array<std::byte, test_parameters::encoded_size> encode(const test_pa
   out[3] = static_cast<std::byte>(t.op);
   out[4] = static_cast<std::byte>(t.mode);
   out[5] = static_cast<std::byte>((t.bidirectional ? 1 : 0) | (t.event_completion ? 2 : 0) |
-                                  (t.adaptive_completion ? 4 : 0));
+                                  (t.adaptive_completion ? 4 : 0) | (t.post_answers ? 8 : 0));
   wire::put(&out[6], t.depth, 2);
   wire::put(&out[8], t.size, 4);
   wire::put(&out[12], t.inline_size, 4);
@@ -104,6 +107,7 @@ inline std::optional<test_parameters> decode(std::span<const std::byte> in, std:
   t.bidirectional = (wire::get(&in[5], 1) & 1) != 0;
   t.event_completion = (wire::get(&in[5], 1) & 2) != 0;
   t.adaptive_completion = (wire::get(&in[5], 1) & 4) != 0;
+  t.post_answers = (wire::get(&in[5], 1) & 8) != 0;
   t.depth = static_cast<std::uint16_t>(wire::get(&in[6], 2));
   t.size = static_cast<std::uint32_t>(wire::get(&in[8], 4));
   t.inline_size = static_cast<std::uint32_t>(wire::get(&in[12], 4));

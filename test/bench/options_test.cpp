@@ -113,6 +113,7 @@ BOOST_AUTO_TEST_CASE(parameters_round_trip_in_the_private_data) {
   t.mode = test_mode::latency;
   t.bidirectional = true;
   t.event_completion = true;
+  t.post_answers = true;
   t.depth = 300;
   t.size = 65536;
   t.inline_size = 128;
@@ -124,6 +125,8 @@ BOOST_AUTO_TEST_CASE(parameters_round_trip_in_the_private_data) {
   BOOST_TEST((back->op == t.op && back->mode == t.mode));
   BOOST_TEST(back->bidirectional);
   BOOST_TEST(back->event_completion);
+  BOOST_TEST(!back->adaptive_completion);
+  BOOST_TEST(back->post_answers);
   BOOST_TEST(back->depth == 300);
   BOOST_TEST(back->size == 65536u);
   BOOST_TEST(back->inline_size == 128u);
