@@ -21,9 +21,7 @@ std::shared_ptr<completion_queue> completion_queue::create(const asio::any_io_ex
   event_counted_cq cq;
   if ((ec = cq.create(device, entries, channel.get())))
     return nullptr;
-  auto self = std::make_shared<completion_queue>(ex, std::move(channel), std::move(cq));
-  self->waiter_.set_owner(self);
-  return self;
+  return std::make_shared<completion_queue>(ex, std::move(channel), std::move(cq));
 }
 
 completion_queue::completion_queue(const asio::any_io_executor& ex, comp_channel_ptr channel,

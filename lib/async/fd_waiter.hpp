@@ -21,18 +21,19 @@ namespace asio_rdma::detail {
 
 class fd_waiter {
 public:
-  /// Calls `on_readable` each time the fd is readable while interest is declared.
+  /// Calls `on_readable` each time the fd is readable while interest is declared. The
+  /// callback's context must outlive the waiter (it is usually the waiter's owner) and
+  /// keep itself alive while it runs if what it calls may destroy it.
   fd_waiter(const boost::asio::any_io_executor& ex, int fd, callback on_readable)
       : descriptor_(ex, fd), on_readable_(on_readable) {}
-  /// Releases (does not close) the fd, cancelling the pending wait.
-  ~fd_waiter() { descriptor_.release(); }
+  /// Releases (does not close) the fd, cancelling the pending wait, whose handler then
+  /// finds the waiter gone and does nothing.
+  ~fd_waiter() {
+    *alive_ = false;
+    descriptor_.release();
+  }
   fd_waiter(const fd_waiter&) = delete;
   fd_waiter& operator=(const fd_waiter&) = delete;
-
-  /// The object that keeps on_readable's context alive (the waiter's owner, which holds
-  /// the waiter as a member: set by its factory once the shared_ptr exists). The wait
-  /// handler checks it before calling.
-  void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
 
   void add_interest() {
     if (interest_++ == 0)
@@ -57,20 +58,21 @@ private:
       return;
     armed_ = true;
     descriptor_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                           [this, owner = owner_](const error_code& ec) {
-                             auto alive = owner.lock();
-                             if (!alive)
-                               return;
+                           [this, alive = alive_](const error_code& ec) {
+                             if (!*alive)
+                               return; // cancelled by the destructor; `this` is gone
                              armed_ = false;
                              if (!ec && !stopped_)
                                on_readable_();
-                             arm(); // if still wanted
+                             if (*alive) // what on_readable_ ran may have destroyed us
+                               arm();    // if still wanted
                            });
   }
 
   boost::asio::posix::stream_descriptor descriptor_;
   callback on_readable_;
-  std::weak_ptr<void> owner_;
+  /// Shared with the pending wait's handler: false once the waiter is destroyed.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   int interest_ = 0;
   bool armed_ = false;
   bool stopped_ = false;

@@ -17,10 +17,8 @@ std::shared_ptr<cm_channel> cm_channel::create(const asio::any_io_executor& ex, 
   }
   if ((ec = set_nonblocking(channel->fd)))
     return nullptr;
-  auto self = std::make_shared<cm_channel>(ex, std::move(channel));
-  self->waiter_.set_owner(self);
   ec = {};
-  return self;
+  return std::make_shared<cm_channel>(ex, std::move(channel));
 }
 
 cm_channel::cm_channel(const asio::any_io_executor& ex, event_channel_ptr channel)
