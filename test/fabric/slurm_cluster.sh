@@ -55,7 +55,9 @@ slurm_start() {
     echo "JobAcctGatherType=jobacct_gather/none"
     echo "AccountingStorageType=accounting_storage/none"
     echo "SlurmctldTimeout=30"
-    echo "SlurmdTimeout=30"
+    # The two-host test cuts the link for seconds on purpose: the controller must not
+    # take a node down for that (a node is DOWN after this long without an answer).
+    echo "SlurmdTimeout=300"
     echo "MessageTimeout=30"
     echo "KillWait=5"
     local nodes=() spec name addr cpus

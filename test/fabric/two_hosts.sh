@@ -122,8 +122,12 @@ cut_checks() {
     return 1
   fi
 }
-# Step 2 runs even when step 1 failed (each says what it found).
-cut_checks || cut_result=1
+# Step 2 runs even when step 1 failed (each says what it found), after what Slurm
+# logged (a node taken down shows here).
+if ! cut_checks; then
+  cut_result=1
+  tail -n 40 "$cluster/slurmctld.log" || true
+fi
 if [[ -n ${FABRIC_TEST_KEEP:-} ]]; then
   mkdir -p "$FABRIC_TEST_KEEP"
   cp "$out/cut/"* "$FABRIC_TEST_KEEP/"
