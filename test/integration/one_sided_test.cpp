@@ -38,7 +38,6 @@ bool matches(std::span<const std::byte> s, std::uint64_t seq) {
   return true;
 }
 
-
 } // namespace
 
 BOOST_AUTO_TEST_CASE(write_then_read_back) {
