@@ -178,8 +178,9 @@ void describe(CLI::App& app, settings& s) {
             else
               throw usage_error("--lat-send: '" + v + "' is not await or post");
           },
-          "ping-pong latency (send, write, write_imm): await the request's completion, then the reply "
-          "(default), or post the request and await only the reply (perftest's method)")
+          "ping-pong latency (send, write, write_imm): await the request's completion, then "
+          "the reply (default), or post the request and await only the reply (perftest's "
+          "method)")
       ->type_name("await|post");
   client
       ->add_option_function<std::string>(
@@ -250,9 +251,9 @@ std::string check(const settings& s) {
     return "ud_send runs one datagram socket: drop --connections";
   if (s.mode == test_mode::latency && s.connections != 1)
     return "latency runs one connection";
-  if (s.lat_post_send && (s.raw_verbs || s.mode != test_mode::latency ||
-                          (s.op != operation::send && s.op != operation::write &&
-                           s.op != operation::write_imm)))
+  const bool ping_pong_op =
+      s.op == operation::send || s.op == operation::write || s.op == operation::write_imm;
+  if (s.lat_post_send && (s.raw_verbs || s.mode != test_mode::latency || !ping_pong_op))
     return "--lat-send post applies to the ping-pong latency (send, write, write_imm) on "
            "asio_rdma";
   if (s.batch > 1) {

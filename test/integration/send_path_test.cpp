@@ -365,9 +365,9 @@ BOOST_AUTO_TEST_CASE(a_batch_of_sends_is_one_post_and_arrives_in_order) {
     auto bytes = co_await p.client.async_batch(entries, use_awaitable);
     BOOST_TEST(bytes == count * size);
     auto s = p.client.statistics() - before;
-    BOOST_TEST(s.posts == 1u);              // one ibv_post_send for the whole batch
+    BOOST_TEST(s.posts == 1u); // one ibv_post_send for the whole batch
     BOOST_TEST(s.work_requests == count);
-    BOOST_TEST(s.signaled == 3u);           // the 16th, the 32nd and the last
+    BOOST_TEST(s.signaled == 3u); // the 16th, the 32nd and the last
     auto numbers = co_await receive_numbers(p.server, count);
     BOOST_TEST(numbers == iota_from(0, count), boost::test_tools::per_element());
   });
@@ -385,7 +385,8 @@ BOOST_AUTO_TEST_CASE(a_batch_of_writes_reads_and_a_write_with_immediate) {
     // Four writes of 1 KiB, then a write with immediate over the first 16 bytes again.
     std::vector<ar::batch_entry> writes;
     for (std::size_t i = 0; i < 4; ++i)
-      writes.push_back(ar::batch_entry::write(local.slice(i * 1024, 1024), remote.slice(i * 1024, 1024)));
+      writes.push_back(
+          ar::batch_entry::write(local.slice(i * 1024, 1024), remote.slice(i * 1024, 1024)));
     writes.push_back(ar::batch_entry::write_with_imm(local.slice(0, 16), remote.slice(0, 16), 77));
     BOOST_TEST(co_await p.client.async_batch(writes, use_awaitable) == 4096u + 16u);
     std::array<std::byte, 8> unused;
