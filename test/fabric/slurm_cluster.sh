@@ -5,7 +5,8 @@
 #                         starts slurmctld (when this host is the controller,
 #                         i.e. CONTROLLER_ADDR is one of its addresses) and a
 #                         slurmd for each NODE whose ADDR is this host's
-#   slurm_wait_nodes N    waits until N nodes are idle
+#   slurm_wait_nodes N S  waits up to S s until N nodes are idle and no job is left
+#   slurm_report          prints what sinfo, squeue and the logs say
 #   slurm_stop            stops the daemons this shell started
 #
 # No munge: auth/none and cred/none (both in slurm-wlm 22.05), fine for a
@@ -58,6 +59,9 @@ slurm_start() {
     # The two-host test cuts the link for seconds on purpose: the controller must not
     # take a node down for that (a node is DOWN after this long without an answer).
     echo "SlurmdTimeout=300"
+    # Under a loaded TCG guest a killed step's processes can take a while to
+    # go: the node must not be drained ("Kill task failed") for that either.
+    echo "UnkillableStepTimeout=180"
     echo "MessageTimeout=30"
     echo "KillWait=5"
     local nodes=() spec name addr cpus
@@ -90,20 +94,32 @@ slurm_start() {
   done
 }
 
-slurm_wait_nodes() { # count [seconds]
-  local want=$1 limit=${2:-60} i idle pid
+slurm_wait_nodes() { # count [seconds]: until count nodes are idle and no job is left
+  local want=$1 limit=${2:-60} i idle jobs pid
   for ((i = 0; i < limit * 2; i++)); do
     for pid in "${slurm_pids[@]}"; do
       kill -0 "$pid" 2>/dev/null || { echo "slurm: a daemon exited" >&2; break 2; }
     done
     idle=$(sinfo -h -N -t idle -o %N 2>/dev/null | wc -l)
-    [[ $idle -ge $want ]] && return 0
+    jobs=$(squeue -h 2>/dev/null | wc -l)
+    if [[ $idle -ge $want && $jobs -eq 0 ]]; then
+      echo "slurm: $want node(s) idle after $((i / 2)) s"
+      return 0
+    fi
     sleep 0.5
   done
-  echo "slurm: $want idle node(s) expected, sinfo says:" >&2
-  sinfo -N -l >&2 || true
-  tail -n 20 "$(dirname "$SLURM_CONF")"/*.log >&2 || true
+  echo "slurm: $want idle node(s) and no job expected within $limit s" >&2
+  slurm_report
   return 1
+}
+
+slurm_report() { # what the cluster says about its nodes and jobs, to stderr
+  {
+    sinfo -N -l || true
+    sinfo -R || true
+    squeue -l || true
+    tail -n 40 "$(dirname "$SLURM_CONF")"/*.log || true
+  } >&2
 }
 
 slurm_stop() {

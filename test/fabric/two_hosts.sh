@@ -45,7 +45,7 @@ finished=0
 trap 'slurm_stop; [[ $finished == 1 ]] || host_do kill B || true' EXIT
 slurm_start "$cluster" 192.0.2.1 "${nodes[@]}"
 host_do barrier controller-up
-slurm_wait_nodes 2 90
+slurm_wait_nodes 2 90 || exit 1
 
 # Runs rdma_fabric under srun in the background, its stderr in DIR/stderr.
 launch() { # dir fabric args...
@@ -133,9 +133,13 @@ if [[ -n ${FABRIC_TEST_KEEP:-} ]]; then
   cp "$out/cut/"* "$FABRIC_TEST_KEEP/"
 fi
 
+# Step 2 needs both nodes again: Slurm frees them once step 1's processes on
+# both hosts are gone and each slurmd said so, which a busy guest can take a
+# while to do (a fresh-clone CI run saw step 2's job queued for 60 s).
+slurm_wait_nodes 2 180 || { echo "FAIL: Slurm did not free the nodes after step 1"; exit 1; }
 date; echo "=== 2. host B dies while round 1 measures"
 launch "$out/kill" --quick --timeout 15 --json "$out/kill/fabric.json"
-wait_for_line "$out/kill/stderr" "round 1 of 3: bandwidth" 60
+wait_for_line "$out/kill/stderr" "round 1 of 3: bandwidth" 60 || { slurm_report; exit 1; }
 wait_for_packets 300 30
 start=$SECONDS
 finished=1
