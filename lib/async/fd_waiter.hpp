@@ -9,10 +9,12 @@
 
 #include "asio_alias.hpp"
 #include "async/callback.hpp"
+#include "async/single_block_allocator.hpp"
 
 #include <asio_rdma/error.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
 #include <memory>
@@ -29,7 +31,7 @@ public:
   /// Releases (does not close) the fd, cancelling the pending wait, whose handler then
   /// finds the waiter gone and does nothing.
   ~fd_waiter() {
-    *alive_ = false;
+    state_->alive = false;
     descriptor_.release();
   }
   fd_waiter(const fd_waiter&) = delete;
@@ -53,26 +55,39 @@ public:
   }
 
 private:
+  /// What the pending wait shares with the waiter: whether the waiter still exists, and
+  /// the memory of the wait's reactor operation (see single_block_allocator; callgrind:
+  /// about 150 instructions a round trip less than malloc and free on every wake-up). The
+  /// handler keeps the state alive: Asio frees an operation's memory after moving the
+  /// handler out of it, also when the io_context is destroyed with the wait pending.
+  struct wait_state {
+    bool alive = true;
+    single_block<256> memory;
+  };
+  using wait_allocator = single_block_allocator<void, 256>;
+
   void arm() {
     if (armed_ || interest_ == 0 || stopped_)
       return;
     armed_ = true;
-    descriptor_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                           [this, alive = alive_](const error_code& ec) {
-                             if (!*alive)
-                               return; // cancelled by the destructor; `this` is gone
-                             armed_ = false;
-                             if (!ec && !stopped_)
-                               on_readable_();
-                             if (*alive) // what on_readable_ ran may have destroyed us
-                               arm();    // if still wanted
-                           });
+    descriptor_.async_wait(
+        boost::asio::posix::stream_descriptor::wait_read,
+        boost::asio::bind_allocator(
+            wait_allocator(&state_->memory), [this, state = state_](const error_code& ec) {
+              if (!state->alive)
+                return; // cancelled by the destructor; `this` is gone
+              armed_ = false;
+              if (!ec && !stopped_)
+                on_readable_();
+              if (state->alive) // what on_readable_ ran may have destroyed us
+                arm();          // if still wanted
+            }));
   }
 
   boost::asio::posix::stream_descriptor descriptor_;
   callback on_readable_;
-  /// Shared with the pending wait's handler: false once the waiter is destroyed.
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  /// Shared with the pending wait's handler.
+  std::shared_ptr<wait_state> state_ = std::make_shared<wait_state>();
   int interest_ = 0;
   bool armed_ = false;
   bool stopped_ = false;
