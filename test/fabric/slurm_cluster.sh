@@ -6,6 +6,7 @@
 #                         i.e. CONTROLLER_ADDR is one of its addresses) and a
 #                         slurmd for each NODE whose ADDR is this host's
 #   slurm_wait_nodes N S  waits up to S s until N nodes are idle and no job is left
+#   slurm_refresh         has every slurmd register again with the controller
 #   slurm_report          prints what sinfo, squeue and the logs say
 #   slurm_stop            stops the daemons this shell started
 #
@@ -100,7 +101,9 @@ slurm_wait_nodes() { # count [seconds]: until count nodes are idle and no job is
     for pid in "${slurm_pids[@]}"; do
       kill -0 "$pid" 2>/dev/null || { echo "slurm: a daemon exited" >&2; break 2; }
     done
-    idle=$(sinfo -h -N -t idle -o %N 2>/dev/null | wc -l)
+    # Idle and responding: "idle*" is a node the controller could not reach last time
+    # it tried, which it schedules nothing on until the node answers again.
+    idle=$(sinfo -h -N -o '%N %t' 2>/dev/null | awk '$2 == "idle"' | wc -l)
     jobs=$(squeue -h 2>/dev/null | wc -l)
     if [[ $idle -ge $want && $jobs -eq 0 ]]; then
       echo "slurm: $want node(s) idle after $((i / 2)) s"
@@ -111,6 +114,10 @@ slurm_wait_nodes() { # count [seconds]: until count nodes are idle and no job is
   echo "slurm: $want idle node(s) and no job expected within $limit s" >&2
   slurm_report
   return 1
+}
+
+slurm_refresh() { # asks every slurmd to register again (clears a stale "not responding")
+  scontrol reconfigure >&2 || true
 }
 
 slurm_report() { # what the cluster says about its nodes and jobs, to stderr
