@@ -17,6 +17,7 @@
 #include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
+#include <cstddef>
 #include <memory>
 
 namespace asio_rdma::detail {
@@ -60,11 +61,14 @@ private:
   /// about 150 instructions a round trip less than malloc and free on every wake-up). The
   /// handler keeps the state alive: Asio frees an operation's memory after moving the
   /// handler out of it, also when the io_context is destroyed with the wait pending.
+  /// Bytes for Asio's reactor wait operation (enough with Boost 1.81: callgrind sees no
+  /// malloc per wake-up; a larger one would go to the heap, still correct).
+  static constexpr std::size_t wait_memory = 256;
   struct wait_state {
     bool alive = true;
-    single_block<256> memory;
+    single_block<wait_memory> memory;
   };
-  using wait_allocator = single_block_allocator<void, 256>;
+  using wait_allocator = single_block_allocator<void, wait_memory>;
 
   void arm() {
     if (armed_ || interest_ == 0 || stopped_)
