@@ -129,13 +129,30 @@ slurm_report() { # what the cluster says about its nodes and jobs, to stderr
   } >&2
 }
 
-slurm_stop() {
-  local pid
+slurm_stop() { # SIGTERM, then SIGKILL what is left after 20 s (a daemon that still
+  # talks to a dead node's slurmd can take minutes to shut down)
+  local pid i left start=$SECONDS
   for pid in "${slurm_pids[@]}"; do
     kill "$pid" 2>/dev/null || true
   done
+  for ((i = 0; i < 40; i++)); do
+    left=0
+    for pid in "${slurm_pids[@]}"; do
+      kill -0 "$pid" 2>/dev/null && left=1
+    done
+    ((left)) || break
+    sleep 0.5
+  done
+  if ((left)); then
+    echo "slurm: daemons still running 20 s after SIGTERM, killed:" >&2
+    ps -o pid,stat,etime,args -p "$(IFS=,; echo "${slurm_pids[*]}")" >&2 || true
+    for pid in "${slurm_pids[@]}"; do
+      kill -KILL "$pid" 2>/dev/null || true
+    done
+  fi
   for pid in "${slurm_pids[@]}"; do
     wait "$pid" 2>/dev/null || true
   done
   slurm_pids=()
+  echo "slurm: stopped in $((SECONDS - start)) s" >&2
 }

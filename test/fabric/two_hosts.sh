@@ -42,7 +42,7 @@ fi
 
 finished=0
 # A failing before step 2 releases B (a killed guest counts as done).
-trap 'slurm_stop; [[ $finished == 1 ]] || host_do kill B || true' EXIT
+trap 'slurm_stop; [[ $finished == 1 ]] || host_do kill B || true; echo "two_hosts.sh: exits at $(date +%T)"' EXIT
 slurm_start "$cluster" 192.0.2.1 "${nodes[@]}"
 host_do barrier controller-up
 slurm_wait_nodes 2 90 || exit 1
