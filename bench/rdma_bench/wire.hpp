@@ -58,6 +58,13 @@ inline void put(std::byte* p, std::uint64_t value, int bytes) {
     p[i] = static_cast<std::byte>(value >> (8 * i));
 }
 
+/// The bits of byte 5; a decoder ignores the others (a later client's).
+namespace flag {
+constexpr std::uint8_t bidirectional = 1, event_completion = 2, adaptive_completion = 4,
+                       post_answers = 8;
+constexpr std::uint8_t known = bidirectional | event_completion | adaptive_completion | post_answers;
+} // namespace flag
+
 inline std::uint64_t get(const std::byte* p, int bytes) {
   std::uint64_t value = 0;
   for (int i = 0; i < bytes; ++i)
@@ -74,8 +81,10 @@ inline std::array<std::byte, test_parameters::encoded_size> encode(const test_pa
   out[2] = std::byte{test_parameters::current_version};
   out[3] = static_cast<std::byte>(t.op);
   out[4] = static_cast<std::byte>(t.mode);
-  out[5] = static_cast<std::byte>((t.bidirectional ? 1 : 0) | (t.event_completion ? 2 : 0) |
-                                  (t.adaptive_completion ? 4 : 0) | (t.post_answers ? 8 : 0));
+  out[5] = static_cast<std::byte>((t.bidirectional ? wire::flag::bidirectional : 0) |
+                                  (t.event_completion ? wire::flag::event_completion : 0) |
+                                  (t.adaptive_completion ? wire::flag::adaptive_completion : 0) |
+                                  (t.post_answers ? wire::flag::post_answers : 0));
   wire::put(&out[6], t.depth, 2);
   wire::put(&out[8], t.size, 4);
   wire::put(&out[12], t.inline_size, 4);
@@ -104,10 +113,11 @@ inline std::optional<test_parameters> decode(std::span<const std::byte> in, std:
   }
   t.op = static_cast<operation>(op);
   t.mode = static_cast<test_mode>(mode);
-  t.bidirectional = (wire::get(&in[5], 1) & 1) != 0;
-  t.event_completion = (wire::get(&in[5], 1) & 2) != 0;
-  t.adaptive_completion = (wire::get(&in[5], 1) & 4) != 0;
-  t.post_answers = (wire::get(&in[5], 1) & 8) != 0;
+  const auto flags = wire::get(&in[5], 1);
+  t.bidirectional = (flags & wire::flag::bidirectional) != 0;
+  t.event_completion = (flags & wire::flag::event_completion) != 0;
+  t.adaptive_completion = (flags & wire::flag::adaptive_completion) != 0;
+  t.post_answers = (flags & wire::flag::post_answers) != 0;
   t.depth = static_cast<std::uint16_t>(wire::get(&in[6], 2));
   t.size = static_cast<std::uint32_t>(wire::get(&in[8], 4));
   t.inline_size = static_cast<std::uint32_t>(wire::get(&in[12], 4));
