@@ -33,32 +33,36 @@ error_code receive_ring::init(ibv_pd* pd, std::uint32_t depth, std::size_t slot_
     slots_[i].owner = owner;
     slots_[i].index = i;
     released_.push_back(i);
+    // A slot's work request never changes, except for its link to the next one.
+    sges_[i] = {reinterpret_cast<std::uintptr_t>(block_.slot(i)),
+                static_cast<std::uint32_t>(slot_size), block_.mr->lkey};
+    wrs_[i] = {};
+    wrs_[i].wr_id = slots_[i].wr_id();
+    wrs_[i].sg_list = &sges_[i];
+    wrs_[i].num_sge = 1;
   }
   return {};
 }
 
-void receive_ring::chain() {
+ibv_recv_wr* receive_ring::chain() {
+  // The device copies a work request when it is posted: relinking a posted
+  // slot's request later changes nothing it holds.
   const std::size_t n = released_.size();
-  for (std::size_t k = 0; k < n; ++k) {
-    auto& s = slots_[released_[k]];
-    sges_[k] = {reinterpret_cast<std::uintptr_t>(block_.slot(s.index)),
-                static_cast<std::uint32_t>(block_.slot_size), block_.mr->lkey};
-    wrs_[k] = {};
-    wrs_[k].wr_id = s.wr_id();
-    wrs_[k].sg_list = &sges_[k];
-    wrs_[k].num_sge = 1;
-    wrs_[k].next = k + 1 < n ? &wrs_[k + 1] : nullptr;
-  }
+  for (std::size_t k = 0; k + 1 < n; ++k)
+    wrs_[released_[k]].next = &wrs_[released_[k + 1]];
+  wrs_[released_[n - 1]].next = nullptr;
+  ibv_recv_wr* first = &wrs_[released_[0]];
   released_.clear();
+  return first;
 }
 
 template <typename Queue, typename Post>
 error_code receive_ring::post_released(Queue* queue, Post post) {
   if (released_.empty())
     return {};
-  chain();
+  ibv_recv_wr* first = chain();
   ibv_recv_wr* bad = nullptr;
-  if (int rc = post(queue, wrs_.data(), &bad)) {
+  if (int rc = post(queue, first, &bad)) {
     // Requests from `bad` on were not posted: their slots stay released, so the next
     // post_to() retries them instead of the ring shrinking for good (a shared receive
     // queue outlives one failed post). Without `bad` nothing is known to be unposted, and

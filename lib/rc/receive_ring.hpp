@@ -55,14 +55,16 @@ public:
   error_code post_to(ibv_srq* srq);
 
 private:
-  void chain();
+  /// Links the released slots' work requests in release order; returns the first.
+  /// Precondition: some slot is released.
+  ibv_recv_wr* chain();
   template <typename Queue, typename Post> error_code post_released(Queue* queue, Post post);
 
   registered_block block_;
   std::vector<receive_slot> slots_;
   std::vector<std::uint32_t> released_;
-  std::vector<ibv_recv_wr> wrs_;
-  std::vector<ibv_sge> sges_;
+  std::vector<ibv_recv_wr> wrs_; // one per slot, built once (init)
+  std::vector<ibv_sge> sges_;     // one per slot
 };
 
 } // namespace asio_rdma::detail
