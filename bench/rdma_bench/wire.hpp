@@ -62,7 +62,8 @@ inline void put(std::byte* p, std::uint64_t value, int bytes) {
 namespace flag {
 constexpr std::uint8_t bidirectional = 1, event_completion = 2, adaptive_completion = 4,
                        post_answers = 8;
-constexpr std::uint8_t known = bidirectional | event_completion | adaptive_completion | post_answers;
+constexpr std::uint8_t known =
+    bidirectional | event_completion | adaptive_completion | post_answers;
 } // namespace flag
 
 inline std::uint64_t get(const std::byte* p, int bytes) {

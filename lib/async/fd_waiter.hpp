@@ -56,14 +56,14 @@ public:
   }
 
 private:
+  /// Bytes for Asio's reactor wait operation (enough with Boost 1.81: callgrind sees no
+  /// malloc per wake-up; a larger one would go to the heap, still correct).
+  static constexpr std::size_t wait_memory = 256;
   /// What the pending wait shares with the waiter: whether the waiter still exists, and
   /// the memory of the wait's reactor operation (see single_block_allocator; callgrind:
   /// about 150 instructions a round trip less than malloc and free on every wake-up). The
   /// handler keeps the state alive: Asio frees an operation's memory after moving the
   /// handler out of it, also when the io_context is destroyed with the wait pending.
-  /// Bytes for Asio's reactor wait operation (enough with Boost 1.81: callgrind sees no
-  /// malloc per wake-up; a larger one would go to the heap, still correct).
-  static constexpr std::size_t wait_memory = 256;
   struct wait_state {
     bool alive = true;
     single_block<wait_memory> memory;

@@ -64,7 +64,7 @@ private:
   std::vector<receive_slot> slots_;
   std::vector<std::uint32_t> released_;
   std::vector<ibv_recv_wr> wrs_; // one per slot, built once (init)
-  std::vector<ibv_sge> sges_;     // one per slot
+  std::vector<ibv_sge> sges_;    // one per slot
 };
 
 } // namespace asio_rdma::detail

@@ -36,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto bytes = rdma_bench::encode(t);
     // Bytes 0-15 carry everything but the unknown flag bits; 16-19 are reserved.
     FUZZ_CHECK(std::memcmp(bytes.data(), data, 5) == 0);
-    FUZZ_CHECK(std::to_integer<std::uint8_t>(bytes[5]) == (data[5] & rdma_bench::wire::flag::known));
+    FUZZ_CHECK(std::to_integer<std::uint8_t>(bytes[5]) ==
+               (data[5] & rdma_bench::wire::flag::known));
     FUZZ_CHECK(std::memcmp(bytes.data() + 6, data + 6, 10) == 0);
     std::string again;
     const auto back = rdma_bench::decode(bytes, again);
