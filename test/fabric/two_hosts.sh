@@ -127,6 +127,8 @@ cut_checks() {
 if ! cut_checks; then
   cut_result=1
   tail -n 40 "$cluster/slurmctld.log" || true
+  # A wedged NIC shows here ("TX timeout"), not in what rdma_fabric says.
+  dmesg | grep -v "speed is unknown" | tail -n 15 || true
 fi
 if [[ -n ${FABRIC_TEST_KEEP:-} ]]; then
   mkdir -p "$FABRIC_TEST_KEEP"

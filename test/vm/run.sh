@@ -496,7 +496,7 @@ qemu=(qemu-system-x86_64
   -virtfs "local,path=$(qesc "$ctl"),mount_tag=asio_rdma_ctl,security_model=none,multidevs=remap"
 )
 if [[ -n $wire ]]; then
-  qemu+=(-netdev "socket,id=n0,$wire" -device "virtio-net-pci,netdev=n0${mac:+,mac=$mac}")
+  qemu+=(-netdev "socket,id=n0,$wire" -device "virtio-net-pci,id=nic0,netdev=n0${mac:+,mac=$mac}")
 fi
 [[ -z $monitor ]] || qemu+=(-monitor "unix:$(qesc "$monitor"),server=on,wait=off")
 if [[ -n $control ]]; then
@@ -538,6 +538,11 @@ fi
 qrc=0
 wait "$qpid" || qrc=$?
 qpid=
+# What qemu itself reported (e.g. a socket netdev whose peer broke the
+# stream): shown whatever the outcome, a guest's failure may start there.
+if [[ -s $run/qemu.log ]]; then
+  sed 's/^/qemu: /' "$run/qemu.log" | tail -n 20 >&2
+fi
 # Output still in flight in the fifos: let the readers drain it.
 release_fifo "$run/out" "$outpid"; outpid=
 release_fifo "$run/err" "$errpid"; errpid=
