@@ -553,13 +553,9 @@ fi
 t1=$(date +%s.%N)
 [[ $verbose -eq 1 ]] && log "VM total $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')s"
 
-show_console() {
+show_console() { # (what qemu said is already out: printed after every run)
   log "last console lines:"
   tail -n 25 "$run/console.log" | strip_esc | sed 's/^/  | /' >&2
-  if [[ -s $run/qemu.log ]]; then
-    log "qemu said:"
-    tail -n 10 "$run/qemu.log" | sed 's/^/  | /' >&2
-  fi
 }
 
 if [[ -f $ctl/status ]]; then
