@@ -103,16 +103,15 @@ public:
   /// Delivers the result: removes the cancellation handler, then invokes the handler as
   /// `how` says. The operation is empty afterwards and may start again at once (the handler
   /// may itself start the next one).
-  void complete(const boost::asio::any_io_executor& io, delivery how, Args... args) {
-    if (how == delivery::direct) {
-      ignore_cancel();
-      handler_type handler(std::move(handler_));
-      std::move(handler)(std::move(args)...);
-      return;
-    }
-    // The executor first: the handler is moved from when delivered.
-    auto work = tracked_executor(handler_, io);
-    complete_on(work, io, how, std::move(args)...);
+  /// The results are taken by reference and copied once, into the handler's call.
+  template <typename... Results>
+  void complete(const boost::asio::any_io_executor& io, delivery how, Results&&... results) {
+    static_assert(sizeof...(Results) == sizeof...(Args));
+    if (how != delivery::direct)
+      return complete_through_executor(io, how, Args(std::forward<Results>(results))...);
+    ignore_cancel();
+    handler_type handler(std::move(handler_));
+    std::move(handler)(std::forward<Results>(results)...);
   }
 
   /// As complete(), for an operation that kept `work` (its handler's executor, tracking
@@ -132,6 +131,16 @@ public:
   }
 
 private:
+  // Out of line: inlined into complete(), building the executor and the posted function
+  // would make the direct path (every completion of a coroutine or plain callback on the
+  // connection's executor) save and restore the registers and stack they need.
+  [[gnu::noinline]] void complete_through_executor(const boost::asio::any_io_executor& io,
+                                                   delivery how, Args... args) {
+    // The executor first: the handler is moved from when delivered.
+    auto work = tracked_executor(handler_, io);
+    complete_on(work, io, how, std::move(args)...);
+  }
+
   static boost::asio::any_completion_executor tracked_executor(const handler_type& handler,
                                                                const boost::asio::any_io_executor& io) {
     return boost::asio::prefer(boost::asio::get_associated_executor(handler, io),

@@ -29,12 +29,12 @@ work_request request_of(const batch_entry& entry) {
 
 } // namespace
 
-void start_batch(connection_impl* impl, std::span<const batch_entry> entries, size_handler handler,
+void start_batch(connection_impl* impl, std::span<const batch_entry> entries, size_handler&& handler,
                  bool direct) {
   impl->batch(entries, std::move(handler), direct);
 }
 
-void connection_impl::batch(std::span<const batch_entry> entries, size_handler handler,
+void connection_impl::batch(std::span<const batch_entry> entries, size_handler&& handler,
                             bool direct) {
   error_code ec = state_ != state::open ? ending_.for_new_work() : check_batch(entries);
   operation* first = new_op(op_kind::work, direct);

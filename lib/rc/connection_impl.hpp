@@ -52,11 +52,11 @@ public:
   // Operations (see connection.hpp for their contracts).
   // `direct`: the handler runs on this connection's executor (see runs_on).
   void send(const buffer_view<asio::const_buffer>& buffers, std::optional<std::uint32_t> immediate,
-            size_handler handler, bool direct);
-  void work(const work_request& request, size_handler handler, bool direct);
-  void batch(std::span<const batch_entry> entries, size_handler handler, bool direct);
-  void receive(const buffer_view<asio::mutable_buffer>& buffers, size_handler handler, bool direct);
-  void receive_message(const buffer_view<asio::mutable_buffer>& buffers, message_handler handler,
+            size_handler&& handler, bool direct);
+  void work(const work_request& request, size_handler&& handler, bool direct);
+  void batch(std::span<const batch_entry> entries, size_handler&& handler, bool direct);
+  void receive(const buffer_view<asio::mutable_buffer>& buffers, size_handler&& handler, bool direct);
+  void receive_message(const buffer_view<asio::mutable_buffer>& buffers, message_handler&& handler,
                        bool direct);
   void disconnect(void_handler handler);
   void close() noexcept;

@@ -11,24 +11,24 @@
 namespace asio_rdma::detail {
 
 void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
-                   size_handler handler, bool direct) {
+                   size_handler&& handler, bool direct) {
   impl->receive(buffers, std::move(handler), direct);
 }
 
 void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
-                   message_handler handler, bool direct) {
+                   message_handler&& handler, bool direct) {
   impl->receive_message(buffers, std::move(handler), direct);
 }
 
 void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
-                              size_handler handler, bool direct) {
+                              size_handler&& handler, bool direct) {
   operation* op = new_receive(buffers, direct);
   op->handler.start(std::move(handler));
   start_receive(op);
 }
 
 void connection_impl::receive_message(const buffer_view<asio::mutable_buffer>& buffers,
-                                      message_handler handler, bool direct) {
+                                      message_handler&& handler, bool direct) {
   operation* op = new_receive(buffers, direct);
   op->wants_message = true;
   op->message_handler_.start(std::move(handler));

@@ -15,11 +15,11 @@ namespace asio_rdma::detail {
 // ---------------------------------------------------------------- entry points
 
 void start_send(connection_impl* impl, const buffer_view<asio::const_buffer>& buffers,
-                std::optional<std::uint32_t> immediate, size_handler handler, bool direct) {
+                std::optional<std::uint32_t> immediate, size_handler&& handler, bool direct) {
   impl->send(buffers, immediate, std::move(handler), direct);
 }
 
-void start_work(connection_impl* impl, const work_request& request, size_handler handler,
+void start_work(connection_impl* impl, const work_request& request, size_handler&& handler,
                 bool direct) {
   impl->work(request, std::move(handler), direct);
 }
@@ -27,7 +27,7 @@ void start_work(connection_impl* impl, const work_request& request, size_handler
 // ---------------------------------------------------------------- data path
 
 void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
-                           std::optional<std::uint32_t> immediate, size_handler handler,
+                           std::optional<std::uint32_t> immediate, size_handler&& handler,
                            bool direct) {
   error_code ec;
   if (buffers.too_many)
@@ -60,7 +60,7 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
   queue_send(op);
 }
 
-void connection_impl::work(const work_request& request, size_handler handler, bool direct) {
+void connection_impl::work(const work_request& request, size_handler&& handler, bool direct) {
   error_code ec = state_ != state::open ? ending_.for_new_work() : check_work(request);
   operation* op = new_op(op_kind::work, direct);
   op->handler.start(std::move(handler));
@@ -136,11 +136,9 @@ error_code connection_impl::check_work(const work_request& r) const {
 
 void connection_impl::prepare_work(operation* op, const work_request& r) {
   using kind = work_request::kind;
-  ibv_send_wr& wr = op->wr;
-  wr = {};
-  wr.wr_id = op->wr_id();
+  ibv_send_wr& wr = op->wr; // wr_id and sg_list are the operation's own (operation.hpp)
   wr.send_flags = IBV_SEND_SIGNALED;
-  wr.sg_list = op->sge;
+  wr.imm_data = 0;
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < r.local.count; ++i) {
     const local_buffer& b = r.local.items[i];
@@ -268,14 +266,10 @@ void connection_impl::post_sends(ibv_qp* qp) {
 }
 
 void connection_impl::prepare_send(operation* op) {
-  ibv_send_wr& wr = op->wr;
-  wr = {};
-  wr.wr_id = op->wr_id();
+  ibv_send_wr& wr = op->wr; // wr_id and sg_list are the operation's own (operation.hpp)
   wr.opcode = op->immediate ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
-  if (op->immediate)
-    wr.imm_data = htonl(*op->immediate);
+  wr.imm_data = op->immediate ? htonl(*op->immediate) : 0;
   wr.send_flags = IBV_SEND_SIGNALED;
-  wr.sg_list = op->sge;
   op->send_slot = operation::no_slot;
   const auto& src = op->source;
   if (op->length == 0) {

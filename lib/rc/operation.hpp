@@ -26,6 +26,15 @@ enum class op_kind : std::uint8_t {
 struct operation : completion_target {
   static constexpr std::uint32_t no_slot = ~std::uint32_t(0);
 
+  // The work request's fields that never change are set once: a pooled operation is
+  // reused, and prepare_work/prepare_send fill in only what an operation decides.
+  operation() noexcept {
+    wr.wr_id = wr_id();
+    wr.sg_list = sge;
+  }
+  operation(const operation&) = delete;
+  operation& operator=(const operation&) = delete;
+
   operation* next = nullptr;
   connection_impl* owner = nullptr;
   op_kind kind = op_kind::send;
@@ -57,6 +66,9 @@ struct operation : completion_target {
   std::uint32_t batch_remaining = 0;
   std::uint64_t batch_bytes = 0;
   error_code batch_error;
+  /// Its wr_id (this operation) and sg_list (sge) are set at construction; the rest by
+  /// prepare_work or prepare_send. Fields an opcode does not use may hold an earlier
+  /// operation's values: the device reads only those of the opcode.
   ibv_send_wr wr{};
   ibv_sge sge[max_buffers]{};
 };
