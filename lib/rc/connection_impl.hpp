@@ -126,6 +126,10 @@ private:
   static void on_send_complete(completion_target* target, const ibv_wc& wc);
   static void on_receive_complete(completion_target* target, const ibv_wc& wc);
   void deliver(operation* op);
+  /// `msg` fits into `op`'s buffers (or needs none).
+  static bool fits(const arrived_message& msg, const operation& op) noexcept;
+  /// Completes receive `op` with `msg`, which is no longer queued, and frees its slot.
+  void hand_over(operation* op, const arrived_message& msg);
   void release_receive(std::uint32_t slot);
   operation* new_receive(const buffer_view<asio::mutable_buffer>& buffers, bool direct);
   void start_receive(operation* op);

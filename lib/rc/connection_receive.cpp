@@ -90,7 +90,16 @@ void connection_impl::on_receive_complete(completion_target* target, const ibv_w
 void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc) {
   ++activity_;
   if (wc.status == IBV_WC_SUCCESS) {
-    arrived_.push(arrived_message::from(index, wc));
+    const arrived_message msg = arrived_message::from(index, wc);
+    operation* waiting = waiting_receives_.front();
+    // The common case (a receive waits, no earlier message is queued, it fits): hand the
+    // message over without queueing it. Otherwise it queues, in arrival order.
+    if (waiting && arrived_.empty() && fits(msg, *waiting)) {
+      waiting_receives_.pop();
+      hand_over(waiting, msg);
+    } else {
+      arrived_.push(msg);
+    }
   } else {
     release_receive(index); // a failed receive holds no message
     if (wc.status != IBV_WC_WR_FLUSH_ERR)
@@ -116,13 +125,21 @@ void connection_impl::fail_waiting_receives(bool defer) {
 
 void connection_impl::deliver(operation* op) {
   const arrived_message msg = arrived_.front();
-  if (!msg.rdma_write) { // an RDMA write with immediate left its data in our region
-    if (msg.length > op->destination.total_size)
-      return complete(op, errc::buffer_too_small, 0, false); // message stays queued
+  if (!fits(msg, *op))
+    return complete(op, errc::buffer_too_small, 0, false); // message stays queued
+  arrived_.pop(); // before the handler runs: it may start the next receive
+  hand_over(op, msg);
+}
+
+bool connection_impl::fits(const arrived_message& msg, const operation& op) noexcept {
+  // An RDMA write with immediate left its data in our region: nothing to copy.
+  return msg.rdma_write || msg.length <= op.destination.total_size;
+}
+
+void connection_impl::hand_over(operation* op, const arrived_message& msg) {
+  if (!msg.rdma_write)
     scatter(receives_->slot(msg.slot), msg.length, op->destination);
-  }
   release_receive(msg.slot);
-  arrived_.pop();
   received_message result;
   result.size = msg.length;
   if (msg.has_immediate)
