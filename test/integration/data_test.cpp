@@ -8,6 +8,7 @@
 
 #include <future>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -289,6 +290,32 @@ BOOST_AUTO_TEST_CASE(too_small_receive_buffer_keeps_the_message) {
     std::array<char, 16> big{};
     n = co_await p.server.async_receive(asio::buffer(big), use_awaitable);
     BOOST_TEST(std::string(big.data(), n) == "0123456789");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(too_small_waiting_receive_keeps_the_message_for_the_next) {
+  // Both receives wait when the message arrives (the path that hands a message straight
+  // to a waiting receive): the first is too small and fails, the message stays and goes
+  // to the second, and the handlers run in the order the receives were started.
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    std::array<char, 4> small{};
+    std::array<char, 16> big{};
+    std::vector<std::string> events;
+    p.server.async_receive(asio::buffer(small), [&](boost::system::error_code ec, std::size_t) {
+      events.push_back("small: " + ec.message());
+    });
+    p.server.async_receive(asio::buffer(big), [&](boost::system::error_code ec, std::size_t n) {
+      events.push_back(ec ? "big: " + ec.message() : "big: " + std::string(big.data(), n));
+    });
+    co_await sleep_ms(10); // both wait before the message is sent
+    co_await p.client.async_send(asio::buffer("0123456789", 10), use_awaitable);
+    for (int i = 0; i < 200 && events.size() < 2; ++i)
+      co_await sleep_ms(10);
+    const boost::system::error_code too_small_ec = ar::errc::buffer_too_small;
+    const std::string too_small = "small: " + too_small_ec.message();
+    BOOST_TEST(events == (std::vector<std::string>{too_small, "big: 0123456789"}));
   });
 }
 
