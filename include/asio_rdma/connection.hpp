@@ -315,13 +315,14 @@ private:
 
 namespace detail {
 using message_handler = boost::asio::any_completion_handler<void(error_code, received_message)>;
-// `direct`: the handler runs on the connection's executor (see runs_on).
+// `direct`: the handler runs on the connection's executor (see runs_on). Handlers come by
+// rvalue reference: moved once, into the operation that keeps them.
 void start_send(connection_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
                 std::optional<std::uint32_t> immediate, size_handler&& handler, bool direct);
 void start_work(connection_impl* impl, const work_request& request, size_handler&& handler,
                 bool direct);
-void start_batch(connection_impl* impl, std::span<const batch_entry> entries, size_handler&& handler,
-                 bool direct);
+void start_batch(connection_impl* impl, std::span<const batch_entry> entries,
+                 size_handler&& handler, bool direct);
 // async_receive (a size_handler) and async_receive_message (a message_handler).
 void start_receive(connection_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
                    size_handler&& handler, bool direct);

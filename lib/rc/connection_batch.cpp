@@ -29,8 +29,8 @@ work_request request_of(const batch_entry& entry) {
 
 } // namespace
 
-void start_batch(connection_impl* impl, std::span<const batch_entry> entries, size_handler&& handler,
-                 bool direct) {
+void start_batch(connection_impl* impl, std::span<const batch_entry> entries,
+                 size_handler&& handler, bool direct) {
   impl->batch(entries, std::move(handler), direct);
 }
 

@@ -55,7 +55,8 @@ public:
             size_handler&& handler, bool direct);
   void work(const work_request& request, size_handler&& handler, bool direct);
   void batch(std::span<const batch_entry> entries, size_handler&& handler, bool direct);
-  void receive(const buffer_view<asio::mutable_buffer>& buffers, size_handler&& handler, bool direct);
+  void receive(const buffer_view<asio::mutable_buffer>& buffers, size_handler&& handler,
+               bool direct);
   void receive_message(const buffer_view<asio::mutable_buffer>& buffers, message_handler&& handler,
                        bool direct);
   void disconnect(void_handler handler);
