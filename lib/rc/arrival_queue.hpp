@@ -68,9 +68,14 @@ private:
   std::size_t count_ = 0;
 };
 
+/// True if `msg` can be taken by a receive into `destination`: its bytes fit, or it has
+/// none to copy (an RDMA write with immediate left its data in the writer's target region).
+inline bool fits(const arrived_message& msg, const mutable_buffer_array& destination) noexcept {
+  return msg.rdma_write || msg.length <= destination.total_size;
+}
+
 /// Copies a message of `length` bytes at `source` over `destination`'s
-/// buffers in order. The caller has checked that it fits
-/// (length <= destination.total_size).
+/// buffers in order. The caller has checked that it fits (see fits()).
 inline void scatter(const std::byte* source, std::size_t length,
                     const mutable_buffer_array& destination) noexcept {
   for (std::size_t i = 0; i < destination.count && length > 0; ++i) {

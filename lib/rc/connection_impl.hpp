@@ -127,8 +127,6 @@ private:
   static void on_send_complete(completion_target* target, const ibv_wc& wc);
   static void on_receive_complete(completion_target* target, const ibv_wc& wc);
   void deliver(operation* op);
-  /// `msg` fits into `op`'s buffers (or needs none).
-  static bool fits(const arrived_message& msg, const operation& op) noexcept;
   /// Completes receive `op` with `msg`, which is no longer queued, and frees its slot.
   void hand_over(operation* op, const arrived_message& msg);
   void release_receive(std::uint32_t slot);

@@ -94,7 +94,7 @@ void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc) {
     operation* waiting = waiting_receives_.front();
     // The common case (a receive waits, no earlier message is queued, it fits): hand the
     // message over without queueing it. Otherwise it queues, in arrival order.
-    if (waiting && arrived_.empty() && fits(msg, *waiting)) {
+    if (waiting && arrived_.empty() && fits(msg, waiting->destination)) {
       waiting_receives_.pop();
       hand_over(waiting, msg);
     } else {
@@ -125,15 +125,10 @@ void connection_impl::fail_waiting_receives(bool defer) {
 
 void connection_impl::deliver(operation* op) {
   const arrived_message msg = arrived_.front();
-  if (!fits(msg, *op))
+  if (!fits(msg, op->destination))
     return complete(op, errc::buffer_too_small, 0, false); // message stays queued
   arrived_.pop(); // before the handler runs: it may start the next receive
   hand_over(op, msg);
-}
-
-bool connection_impl::fits(const arrived_message& msg, const operation& op) noexcept {
-  // An RDMA write with immediate left its data in our region: nothing to copy.
-  return msg.rdma_write || msg.length <= op.destination.total_size;
 }
 
 void connection_impl::hand_over(operation* op, const arrived_message& msg) {

@@ -1,6 +1,7 @@
 // Received messages waiting for a receive (lib/rc/arrival_queue.hpp) without
 // a device: what a completion says, arrival order across the ring's wrap,
-// and the copy of a message over several buffers.
+// whether a message fits a receive's buffers, and the copy of a message over
+// several buffers.
 #define BOOST_TEST_MODULE arrival_queue
 #include <boost/test/unit_test.hpp>
 
@@ -100,4 +101,13 @@ BOOST_AUTO_TEST_CASE(a_message_is_copied_over_the_buffers_in_order) {
   // Bytes past the message are left alone.
   BOOST_TEST(std::to_integer<int>(c[3]) == 0);
   BOOST_TEST(std::to_integer<int>(c[7]) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_message_fits_buffers_as_large_or_needs_none) {
+  asio_rdma::detail::mutable_buffer_array dst;
+  dst.total_size = 8;
+  BOOST_TEST(fits(arrived_message::from(0, completion(8)), dst));
+  BOOST_TEST(!fits(arrived_message::from(0, completion(9)), dst));
+  // An RDMA write with immediate brings no bytes to copy, whatever its length.
+  BOOST_TEST(fits(arrived_message::from(0, completion(4096, IBV_WC_RECV_RDMA_WITH_IMM)), dst));
 }
