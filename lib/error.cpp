@@ -38,6 +38,8 @@ public:
     case errc::bad_endpoint: return "malformed queue pair endpoint";
     case errc::endpoint_mismatch:
       return "queue pair endpoint does not match this queue pair (another link layer)";
+    case errc::store_failed:
+      return "receiver could not store the file: its filesystem refused the commit";
     }
     return "unknown asio_rdma error " + std::to_string(value);
   }

@@ -2,7 +2,9 @@
 //
 //   rdma_cp serve --dir DIR [--bind ADDR] [--port 7472] [--buffer-size N] [--depth D]
 //                 [--timeout SECONDS] [--once] [--secret-file F] [--resume-max-age SECONDS]
-//                 [--disk-threads N]
+//                 [--disk-threads N] [--overwrite refuse|replace|keep-both]
+//                 [--max-file-size BYTES] [--max-connections-per-peer N]
+//                 [--max-files-per-peer N] [--no-fsync]
 //   rdma_cp send HOST[:PORT] PATH... [--buffer-size N] [--depth D] [--timeout SECONDS]
 //                [--secret-file F] [--json] [--no-progress] [--resume]
 //   rdma_cp --help, rdma_cp serve --help, rdma_cp send --help
@@ -64,6 +66,12 @@ struct settings {
   bool no_progress = false;
   std::chrono::seconds resume_max_age = std::chrono::hours(24);
   unsigned disk_threads = 1;
+  // The receiver's policies (serve); defaults are file_receiver_options'.
+  asio_rdma::overwrite_policy overwrite = asio_rdma::overwrite_policy::refuse;
+  std::uint64_t max_file_size = std::uint64_t(-1);
+  std::size_t max_connections_per_peer = asio_rdma::file_receiver_options().max_connections_per_peer;
+  std::size_t max_files_per_peer = asio_rdma::file_receiver_options().max_files_in_flight_per_peer;
+  bool no_fsync = false;
 };
 
 /// HOST, HOST:PORT, [V6]:PORT.
@@ -136,6 +144,37 @@ void describe(CLI::App& app, settings& s) {
           "keep what arrived of an interrupted `send --resume` this long for the sender to "
           "resume (default 86400; older ones are removed at start; 0: keep nothing)")
       ->type_name("SECONDS");
+  serve
+      ->add_option_function<std::string>(
+          "--overwrite",
+          [&s](const std::string& v) {
+            using asio_rdma::overwrite_policy;
+            if (v == "refuse")
+              s.overwrite = overwrite_policy::refuse;
+            else if (v == "replace")
+              s.overwrite = overwrite_policy::replace;
+            else if (v == "keep-both")
+              s.overwrite = overwrite_policy::keep_both;
+            else
+              throw asio_rdma::cli::usage_error("--overwrite: '" + v +
+                                                "' is not one of refuse, replace, keep-both");
+          },
+          "a file whose name exists: refuse it (default; the sender fails with \"file exists on "
+          "receiver\"), replace the old one atomically, or keep-both (NAME.1.EXT, NAME.2.EXT...)")
+      ->type_name("POLICY");
+  add_number(*serve, "--max-file-size", s.max_file_size, 0, std::uint64_t(-1),
+             "refuse larger files before anything is written (k/m/g suffixes; default: no limit "
+             "but the free space)",
+             true);
+  add_number(*serve, "--max-connections-per-peer", s.max_connections_per_peer, 0, 1u << 20,
+             "connections served at once from one address; more are refused (default 16; 0: no "
+             "limit)");
+  add_number(*serve, "--max-files-per-peer", s.max_files_per_peer, 0, 1u << 20,
+             "files received at once from one address over all its connections; more are "
+             "refused (default 8; 0: no limit)");
+  serve->add_flag("--no-fsync", s.no_fsync,
+                  "do not fsync files and the directory before a file is reported stored (faster; "
+                  "a crash of this host may lose files the senders were told are stored)");
   send->add_option_function<std::string>(
           "TARGET", [&s](const std::string& v) { parse_target(v, s); },
           "HOST, HOST:PORT or [V6]:PORT")
@@ -171,7 +210,11 @@ std::string describe(asio_rdma::error_code ec, const char* peer) {
   if (ec == asio::error::connection_refused)
     return "connection refused (nothing listening on that port?)";
   if (ec == asio_rdma::errc::remote_failure)
-    return who + " could not store the file (write error, size or checksum mismatch)";
+    return who + " could not create or write the file, or found its size or checksum wrong "
+                 "(see the receiver's log)";
+  if (ec == asio_rdma::errc::store_failed)
+    return who + " had the whole file but its filesystem refused to store it under its name "
+                 "(see the receiver's log)";
   return ec.message();
 }
 
@@ -198,18 +241,53 @@ int serve(asio::io_context& io, const settings& s) {
   }
   options.transfer = s.transfer;
   options.resume_max_age = s.resume_max_age;
+  options.overwrite = s.overwrite;
+  options.max_file_size = s.max_file_size;
+  options.max_connections_per_peer = s.max_connections_per_peer;
+  options.max_files_in_flight_per_peer = s.max_files_per_peer;
+  options.fsync = !s.no_fsync;
   options.on_file = [](const asio_rdma::received_file& f) {
     std::printf("rdma_cp: received %s%s (%llu bytes)\n", f.name.c_str(), f.directory ? "/" : "",
                 static_cast<unsigned long long>(f.size));
     std::fflush(stdout);
   };
-  asio_rdma::file_receiver receiver(io.get_executor(), s.host, s.port, s.dir, options);
+  std::optional<asio_rdma::file_receiver> made;
+  try {
+    made.emplace(io.get_executor(), s.host, s.port, s.dir, options);
+  } catch (const boost::system::system_error& e) {
+    // A directory that cannot hold files is a usage error, found before any
+    // sender's data flows ("cannot store files in DIR: STEP: ERROR").
+    std::string_view what = e.what();
+    if (what.starts_with("cannot store files in ")) {
+      // Boost appends the code (" [system:30]"); the words say it already.
+      if (auto code = what.rfind(" ["); code != what.npos && what.ends_with(']'))
+        what = what.substr(0, code);
+      std::fprintf(stderr, "rdma_cp: %.*s\n", static_cast<int>(what.size()), what.data());
+      return 2;
+    }
+    throw;
+  }
+  auto& receiver = *made;
   if (s.transfer.secret.empty())
     std::fprintf(stderr, "rdma_cp: WARNING: serving without --secret-file: anyone who can reach "
                          "this port can write files into the directory\n");
   std::printf("rdma_cp: serving %s on %s\n", receiver.directory().c_str(),
               receiver.local_endpoint().address().to_string().c_str());
   std::printf("rdma_cp: port %u\n", receiver.local_endpoint().port());
+  std::printf("rdma_cp: files are committed by %s\n",
+              receiver.commit_method() == asio_rdma::commit_method::rename_noreplace
+                  ? "renameat2(RENAME_NOREPLACE)"
+                  : "link() and unlink() (the filesystem refuses rename flags)");
+  auto per_peer = [](std::size_t n) { return n == 0 ? std::string("unlimited") : std::to_string(n); };
+  static constexpr const char* overwrite_names[] = {"refuse", "replace", "keep-both"};
+  std::printf("rdma_cp: policies: overwrite %s, fsync %s, max file size %s, per peer %s "
+              "connections and %s files at once\n",
+              overwrite_names[static_cast<int>(options.overwrite)], options.fsync ? "on" : "off",
+              options.max_file_size == std::uint64_t(-1)
+                  ? "none"
+                  : std::to_string(options.max_file_size).c_str(),
+              per_peer(options.max_connections_per_peer).c_str(),
+              per_peer(options.max_files_in_flight_per_peer).c_str());
   std::fflush(stdout);
   int status = 0;
   asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -222,7 +300,7 @@ int serve(asio::io_context& io, const settings& s) {
     peer << r.peer;
     if (ec) {
       std::fprintf(stderr, "rdma_cp: connection from %s failed: %s\n", peer.str().c_str(),
-                   describe(ec, "sender").c_str());
+                   r.failure.empty() ? describe(ec, "sender").c_str() : r.failure.c_str());
       status = 1;
     }
     std::string what = "from " + peer.str() + ":";

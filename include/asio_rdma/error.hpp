@@ -80,6 +80,10 @@ enum class errc {
   /// A well-formed queue_pair_endpoint that this queue pair cannot connect
   /// to (the other end's port has another link layer).
   endpoint_mismatch,
+  /// The file transfer's receiver had the whole, verified file but could not
+  /// store it under its name: its filesystem refused the commit (fsync, link
+  /// or rename); the receiver's receive_result::failure names the step.
+  store_failed,
 };
 
 /// The category of asio_rdma::errc ("asio_rdma").

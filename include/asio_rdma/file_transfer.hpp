@@ -246,6 +246,30 @@ struct receive_result {
   std::chrono::nanoseconds elapsed{0};
   /// The chunk size negotiated last (0 if no handshake happened).
   std::size_t chunk_size = 0;
+  /// When the connection ended in a filesystem error: what the receiver was
+  /// doing, on which name, and what the filesystem said, for the log (for
+  /// example "storing a/b.bin: link to the final name: Operation not
+  /// permitted"). Empty otherwise.
+  std::string failure;
+};
+
+/// How a file_receiver makes a complete file appear under its name without
+/// replacing an existing one (overwrite_policy::refuse and keep_both). It is
+/// chosen once per receive directory when the receiver starts, by trying it
+/// on a probe file there (file_receiver::commit_method()). Both are atomic: a
+/// stored name is always exactly one sender's complete file, and of two
+/// transfers of one name at once exactly one gets it.
+enum class commit_method {
+  /// renameat2(RENAME_NOREPLACE): check and rename in one step. Local
+  /// filesystems (ext4, XFS, Btrfs, tmpfs).
+  rename_noreplace,
+  /// link() of the temporary to the name (EEXIST if the name exists), then
+  /// unlink() of the temporary: for filesystems that refuse rename flags
+  /// (NFS, CIFS, 9p and many FUSE and parallel filesystems). On NFS a LINK
+  /// retransmitted after a lost reply answers EEXIST although it succeeded;
+  /// that case is told apart by the temporary's link count (2), as open(2)
+  /// describes for O_EXCL on NFS.
+  link_unlink,
 };
 
 /// What a file_receiver does when a file of the sent name already exists.
@@ -381,9 +405,14 @@ public:
   using executor_type = boost::asio::any_io_executor;
 
   /// Listens on `address`:`port` (port 0: a free one, see local_endpoint())
-  /// and stores into `directory`, which must exist. Throws
-  /// boost::system::system_error (errc::invalid_option for bad options,
-  /// boost::system::errc::not_a_directory (ENOTDIR), or the listener's errors).
+  /// and stores into `directory`, which must exist. Before listening it
+  /// stores and removes a probe file there (create, write, fsync when
+  /// options.fsync, commit, fsync of the directory), so that a directory
+  /// that cannot hold files is found now, not after a transfer; this also
+  /// chooses the commit_method. Throws boost::system::system_error:
+  /// errc::invalid_option for bad options; the filesystem's error for a
+  /// directory that does not exist or cannot store files, with a message
+  /// "cannot store files in DIR: STEP: ERROR"; or the listener's errors.
   file_receiver(const executor_type& ex, const std::string& address, std::uint16_t port,
                 const std::filesystem::path& directory, file_receiver_options options = {});
   /// Move constructor: takes over the resources of the object moved from, which is left empty.
@@ -401,6 +430,9 @@ public:
   boost::asio::ip::tcp::endpoint local_endpoint() const;
   /// The directory files are stored in (absolute).
   const std::filesystem::path& directory() const;
+  /// How files are committed without replacing in that directory (chosen
+  /// when the receiver started; see commit_method).
+  asio_rdma::commit_method commit_method() const;
 
   /// Sets the buffer size offered to connections accepted from now on
   /// (librdmaft's rdmaft_reset_recv_buffer_size). A connection already being

@@ -284,52 +284,131 @@ std::string numbered_name(const std::string& name, unsigned n) {
 
 } // namespace
 
-void partial_file::commit(std::uint32_t mode, bool durable, overwrite_policy policy,
-                          std::string& stored_name, error_code& ec) noexcept {
+namespace {
+
+/// Gives the file `from` the new name `to` in `dir` unless `to` exists (errno
+/// EEXIST then), by `method`; `from` is gone afterwards. False with errno set
+/// on failure; `step` names the call that failed.
+bool commit_noreplace(int dir, const std::string& from, const std::string& to,
+                      commit_method method, const char*& step) noexcept {
+  if (method == commit_method::rename_noreplace) {
+    step = "rename to the final name (renameat2 RENAME_NOREPLACE)";
+    return ::renameat2(dir, from.c_str(), dir, to.c_str(), RENAME_NOREPLACE) == 0;
+  }
+  step = "link to the final name";
+  if (::linkat(dir, from.c_str(), dir, to.c_str(), 0) != 0) {
+    if (errno != EEXIST)
+      return false;
+    // NFS: a LINK retransmitted after its reply was lost answers EEXIST
+    // although the first one made the link. The temporary is ours alone
+    // (O_EXCL, mode 0600), so a second link to it can only be `to`.
+    struct stat st {};
+    if (::fstatat(dir, from.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_nlink != 2) {
+      errno = EEXIST;
+      return false;
+    }
+  }
+  // `to` now holds the complete file, whatever unlink says: a failure here
+  // leaves a second name of that same file behind, never a damaged one.
+  ::unlinkat(dir, from.c_str(), 0);
+  return true;
+}
+
+} // namespace
+
+commit_method probe_commit_method(int dir, bool durable, const char*& failed_step,
+                                  error_code& ec) noexcept {
   ec = {};
-  auto fail = [&](error_code e) {
+  failed_step = "";
+  const std::string probe = make_temporary_name(".asio-rdma-probe", 0);
+  const std::string target = make_temporary_name(".asio-rdma-probe", 1);
+  auto fail = [&](const char* step) {
+    ec = from_errno();
+    failed_step = step;
+    ::unlinkat(dir, probe.c_str(), 0);
+    ::unlinkat(dir, target.c_str(), 0);
+    return commit_method::rename_noreplace;
+  };
+  {
+    unique_fd file(::openat(dir, probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                            0600));
+    if (!file)
+      return fail("create a file");
+    if (::write(file.get(), "x", 1) != 1)
+      return fail("write");
+    if (durable && ::fsync(file.get()) != 0)
+      return fail("fsync a file");
+    if (::close(file.release()) != 0)
+      return fail("close a file");
+  }
+  auto method = commit_method::rename_noreplace;
+  const char* step = "";
+  if (!commit_noreplace(dir, probe, target, method, step)) {
+    // Network filesystems (NFS, CIFS, 9p, FUSE) refuse rename flags.
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+      return fail(step);
+    method = commit_method::link_unlink;
+    if (!commit_noreplace(dir, probe, target, method, step))
+      return fail(step);
+  }
+  if (::unlinkat(dir, target.c_str(), 0) != 0)
+    return fail("remove a file");
+  if (durable && ::fsync(dir) != 0)
+    return fail("fsync the directory");
+  return method;
+}
+
+void partial_file::commit(std::uint32_t mode, bool durable, overwrite_policy policy,
+                          commit_method method, std::string& stored_name,
+                          error_code& ec) noexcept {
+  ec = {};
+  failed_step_ = "";
+  auto fail = [&](error_code e, const char* step) {
     ec = e;
+    failed_step_ = step;
     file_ = unique_fd();
     ::unlinkat(directory_.get(), temporary_.c_str(), 0);
     name_.clear();
     temporary_.clear();
   };
   if (::fchmod(file_.get(), mode & 0777) != 0)
-    return fail(from_errno());
+    return fail(from_errno(), "fchmod");
   // Durability: the data reaches the disk before the name appears.
   if (durable && ::fsync(file_.get()) != 0)
-    return fail(from_errno());
+    return fail(from_errno(), "fsync");
   if (::close(file_.release()) != 0)
-    return fail(from_errno());
+    return fail(from_errno(), "close");
   const int dir = directory_.get();
   if (policy == overwrite_policy::replace) {
     // rename() replaces NAME atomically: a reader (or a concurrent transfer
     // of the same name) sees the old file or this one, never a mixture.
     if (::renameat(dir, temporary_.c_str(), dir, name_.c_str()) != 0)
-      return fail(from_errno());
+      return fail(from_errno(), "rename to the final name");
     stored_name = name_;
   } else {
-    // Never replace: RENAME_NOREPLACE makes the check and the rename one
-    // atomic step, so a concurrent transfer of the same name cannot slip in.
+    // Never replace: the check and the new name are one atomic step (see
+    // commit_noreplace), so a concurrent transfer of the same name cannot
+    // slip in between.
     for (unsigned n = 0;; ++n) {
       std::string candidate = n == 0 ? name_ : numbered_name(name_, n);
-      if (::renameat2(dir, temporary_.c_str(), dir, candidate.c_str(), RENAME_NOREPLACE) == 0) {
+      const char* step = "";
+      if (commit_noreplace(dir, temporary_, candidate, method, step)) {
         stored_name = std::move(candidate);
         break;
       }
       if (errno != EEXIST)
-        return fail(from_errno());
-      if (policy == overwrite_policy::refuse)
-        return fail(errc::file_exists);
-      if (n == 100000)
-        return fail(errc::file_exists);
+        return fail(from_errno(), step);
+      if (policy == overwrite_policy::refuse || n == 100000)
+        return fail(errc::file_exists, step);
     }
   }
   name_.clear();
   temporary_.clear();
   // ...and the directory entry too, before the name is reported.
-  if (durable && ::fsync(dir) != 0)
+  if (durable && ::fsync(dir) != 0) {
     ec = from_errno();
+    failed_step_ = "fsync the directory";
+  }
 }
 
 void partial_file::discard() noexcept {

@@ -42,6 +42,15 @@ private:
   int fd_ = -1;
 };
 
+/// Stores and removes a probe file in the directory `dir` the way received
+/// files are stored (create, write, fsync if `durable`, commit without
+/// replacing, fsync of the directory if `durable`) and returns the commit
+/// method that works there: renameat2(RENAME_NOREPLACE), or link()+unlink()
+/// where the filesystem refuses rename flags. On failure `ec` is set and
+/// `failed_step` names the step that failed ("create a file", "link", ...).
+commit_method probe_commit_method(int dir, bool durable, const char*& failed_step,
+                                  error_code& ec) noexcept;
+
 /// Opens (creating them with mode 0755 where missing) the directories
 /// `components` below `root`; symbolic links are refused (ELOOP/ENOTDIR).
 unique_fd open_directories(int root, std::span<const std::string> components, error_code& ec);
@@ -91,14 +100,18 @@ public:
   /// Bytes an unprivileged writer may still use on the temporary's file
   /// system (statvfs f_bavail * f_frsize).
   std::uint64_t free_space(error_code& ec) const noexcept;
-  /// Applies `mode`, fsyncs the file if `durable`, closes it and renames it to
-  /// NAME by `policy`: replace (atomically), refuse (renameat2 with
-  /// RENAME_NOREPLACE, errc::file_exists if NAME exists) or keep_both (NAME,
+  /// Applies `mode`, fsyncs the file if `durable`, closes it and gives it the
+  /// name NAME by `policy`: replace (rename, atomically), refuse (by `method`
+  /// without replacing; errc::file_exists if NAME exists) or keep_both (NAME,
   /// else STEM.1.EXT, STEM.2.EXT, ...: the first free one). Then fsyncs the
   /// directory if `durable`. `stored_name` receives the final name of the file
-  /// in its directory. On failure the temporary is removed.
-  void commit(std::uint32_t mode, bool durable, overwrite_policy policy, std::string& stored_name,
-              error_code& ec) noexcept;
+  /// in its directory. On failure the temporary is removed and failed_step()
+  /// names the step that failed.
+  void commit(std::uint32_t mode, bool durable, overwrite_policy policy, commit_method method,
+              std::string& stored_name, error_code& ec) noexcept;
+  /// The step of the last commit() that failed ("fsync", "link to the final
+  /// name", ...), for messages; empty if none did.
+  const char* failed_step() const noexcept { return failed_step_; }
   /// Closes and removes the temporary (nothing if already committed).
   void discard() noexcept;
 
@@ -107,6 +120,7 @@ private:
   unique_fd file_;
   std::string name_;
   std::string temporary_;
+  const char* failed_step_ = "";
 };
 
 } // namespace asio_rdma::detail

@@ -69,6 +69,7 @@ enum class status_code : std::uint16_t {
   no_space = 9,               ///< not enough free space on the receiver (before or while writing)
   authentication_failed = 10, ///< missing or wrong proof of the shared secret
   too_many_requests = 11,     ///< per-peer limit reached (connections or files in flight)
+  store_failed = 12,          ///< the verified file could not be committed (fsync, link, rename)
 };
 
 struct hello {

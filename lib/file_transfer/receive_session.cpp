@@ -101,7 +101,7 @@ awaitable<error_code> receive_session::serve() {
     if (ec == asio::error::eof && !file_.is_open())
       co_return error_code(); // the sender left between files: done
     if (disk_error_)          // a write failed; on_written woke us
-      co_return co_await refuse_write(file_id_, disk_error_);
+      co_return co_await refuse_write(file_id_, disk_error_, "writing " + name_);
     if (ec)
       co_return wait_error(ec, deadline_); // an unfinished file is removed by file_
     if (m.rdma_write) {
@@ -199,7 +199,7 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
     if (!ec && ::fchmod(dir.get(), f.mode | 0700) != 0)
       ec = from_errno();
     if (ec)
-      co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+      co_return co_await refuse_io(m.file_id, ec, "creating the directory " + f.name);
     f.directory = true;
     if ((ec = co_await reply(m.file_id, proto::status_code::ok)))
       co_return ec;
@@ -221,7 +221,7 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
   file_ = open_file(m, components, offset, ec);
   if (ec) {
     file_.discard();
-    co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+    co_return co_await refuse_io(m.file_id, ec, "creating a temporary for " + f.name);
   }
   // Refused early (before any data) when the name is taken; commit checks
   // again, atomically, for a file that appeared meanwhile.
@@ -229,11 +229,11 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
     co_return co_await refuse(m.file_id, proto::status_code::file_exists, errc::file_exists);
   std::uint64_t free = file_.free_space(ec);
   if (ec)
-    co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+    co_return co_await refuse_io(m.file_id, ec, "reading the free space for " + f.name);
   if (offset > m.size) { // not this file's prefix after all
     file_.truncate(0, ec);
     if (ec)
-      co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+      co_return co_await refuse_io(m.file_id, ec, "emptying the kept file of " + f.name);
     offset = 0;
   }
   if (m.size - offset > free)
@@ -265,7 +265,7 @@ awaitable<error_code> receive_session::offer_resume(std::uint32_t file_id, std::
   point.offset = offset;
   point.crc32c = offset ? file_.prefix_crc(offset, ec) : 0;
   if (ec)
-    co_return co_await refuse(file_id, proto::status_code::io_error, ec);
+    co_return co_await refuse_io(file_id, ec, "reading the kept file of " + name_);
   offered_ = point.offset;
   offered_crc_ = point.crc32c;
   awaiting_resume_ = true;
@@ -302,7 +302,7 @@ awaitable<error_code> receive_session::on_resume_from(const proto::resume_from& 
     error_code ec;
     file_.truncate(0, ec);
     if (ec)
-      co_return co_await refuse(m.file_id, proto::status_code::io_error, ec);
+      co_return co_await refuse_io(m.file_id, ec, "emptying the kept file of " + name_);
   }
   received_ = m.offset;
   crc_ = m.offset ? offered_crc_ : 0;
@@ -379,7 +379,7 @@ awaitable<error_code> receive_session::on_chunk(const received_message& m) {
       m.size != std::min<std::uint64_t>(ack_.chunk_size, size_ - received_))
     co_return co_await refuse(file_id_, proto::status_code::protocol_error, errc::protocol_error);
   if (disk_error_)
-    co_return co_await refuse_write(file_id_, disk_error_);
+    co_return co_await refuse_write(file_id_, disk_error_, "writing " + name_);
   std::size_t slot = next_sequence_ % ack_.slots;
   submit(slots_.data().subspan(slot * ack_.chunk_size, m.size), received_);
   received_ += m.size;
@@ -394,7 +394,7 @@ awaitable<error_code> receive_session::on_end(const proto::file_end& m) {
   // status, in order) before the verdict.
   co_await drain();
   if (disk_error_)
-    co_return co_await refuse_write(m.file_id, disk_error_);
+    co_return co_await refuse_write(m.file_id, disk_error_, "writing " + name_);
   if (credits_->error)
     co_return credits_->error;
   if (m.size != size_ || received_ != size_)
@@ -404,10 +404,13 @@ awaitable<error_code> receive_session::on_end(const proto::file_end& m) {
                               errc::protocol_error);
   error_code ec;
   std::string stored;
-  file_.commit(mode_, impl_.options.fsync, impl_.options.overwrite, stored, ec);
+  file_.commit(mode_, impl_.options.fsync, impl_.options.overwrite, impl_.commit_method, stored,
+               ec);
   release_file_slot();
   if (ec)
-    co_return co_await refuse_write(m.file_id, ec);
+    co_return co_await refuse_write(m.file_id, ec,
+                                    "storing " + name_ + ": " + file_.failed_step(),
+                                    proto::status_code::store_failed);
   received_file f;
   // The stored name differs from the sent one only in its last component
   // (overwrite_policy::keep_both).
@@ -440,12 +443,21 @@ awaitable<error_code> receive_session::refuse(std::uint32_t file_id, proto::stat
   co_return ec;
 }
 
-awaitable<error_code> receive_session::refuse_write(std::uint32_t file_id, error_code ec) {
+awaitable<error_code> receive_session::refuse_write(std::uint32_t file_id, error_code ec,
+                                                    std::string_view doing,
+                                                    proto::status_code otherwise) {
   if (ec == errc::file_exists)
     co_return co_await refuse(file_id, proto::status_code::file_exists, ec);
+  result_.failure = std::string(doing) + ": " + ec.message();
   if (ec == boost::system::errc::no_space_on_device ||
       ec == error_code(EDQUOT, boost::system::system_category()))
     co_return co_await refuse(file_id, proto::status_code::no_space, errc::no_space);
+  co_return co_await refuse(file_id, otherwise, ec);
+}
+
+awaitable<error_code> receive_session::refuse_io(std::uint32_t file_id, error_code ec,
+                                                 std::string_view doing) {
+  result_.failure = std::string(doing) + ": " + ec.message();
   co_return co_await refuse(file_id, proto::status_code::io_error, ec);
 }
 

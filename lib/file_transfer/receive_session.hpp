@@ -80,8 +80,15 @@ private:
   boost::asio::awaitable<error_code> refuse(std::uint32_t file_id, file_protocol::status_code code,
                                             error_code ec);
   /// refuse() for a failed write or commit: no_space for ENOSPC/EDQUOT,
-  /// file_exists, io_error otherwise.
-  boost::asio::awaitable<error_code> refuse_write(std::uint32_t file_id, error_code ec);
+  /// file_exists, `otherwise` for the rest. What the receiver was doing
+  /// (`doing`, e.g. "writing NAME: pwrite") goes to receive_result::failure.
+  boost::asio::awaitable<error_code>
+  refuse_write(std::uint32_t file_id, error_code ec, std::string_view doing,
+               file_protocol::status_code otherwise = file_protocol::status_code::io_error);
+  /// refuse() with io_error for a file that could not be created or read,
+  /// noting what the receiver was doing in receive_result::failure.
+  boost::asio::awaitable<error_code> refuse_io(std::uint32_t file_id, error_code ec,
+                                               std::string_view doing);
   void completed(received_file f);
   /// Ends the current file's count against max_files_in_flight_per_peer.
   void release_file_slot() noexcept;

@@ -35,8 +35,20 @@ file_receiver_options checked(file_receiver_options options) {
 unique_fd open_directory(const std::filesystem::path& path) {
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd)
-    throw boost::system::system_error(from_errno(), "file_receiver: " + path.string());
+    throw boost::system::system_error(from_errno(), "cannot store files in " + path.string() +
+                                                        ": open the directory");
   return fd;
+}
+
+/// Stores a probe file in the directory as received files are stored; a
+/// directory that cannot hold them is refused now, before any data flows.
+commit_method probe(int directory_fd, const std::filesystem::path& path, bool durable) {
+  error_code ec;
+  const char* step = "";
+  auto method = probe_commit_method(directory_fd, durable, step, ec);
+  if (ec)
+    throw boost::system::system_error(ec, "cannot store files in " + path.string() + ": " + step);
+  return method;
 }
 
 /// Keeps a served connection in file_receiver_impl::active while it runs.
@@ -111,7 +123,9 @@ file_receiver_impl::file_receiver_impl(const asio::any_io_executor& ex, const st
                                        std::uint16_t port, const std::filesystem::path& dir,
                                        file_receiver_options opts)
     : ex(ex), options(checked(std::move(opts))), directory(std::filesystem::absolute(dir)),
-      directory_fd(open_directory(directory)), listener(ex, address, port, options.acceptor) {
+      directory_fd(open_directory(directory)),
+      commit_method(probe(directory_fd.get(), directory, options.fsync)),
+      listener(ex, address, port, options.acceptor) {
   // Kept files of interrupted resumable transfers expire (resume_max_age).
   partial_file::remove_stale(directory, options.resume_max_age);
 }
@@ -218,6 +232,10 @@ boost::asio::ip::tcp::endpoint file_receiver::local_endpoint() const {
 const std::filesystem::path& file_receiver::directory() const {
   static const std::filesystem::path none;
   return impl_ ? impl_->directory : none;
+}
+
+commit_method file_receiver::commit_method() const {
+  return impl_ ? impl_->commit_method : commit_method::rename_noreplace;
 }
 
 void file_receiver::set_buffer_size(std::size_t buffer_size, error_code& ec) {

@@ -29,6 +29,8 @@ public:
   file_receiver_options options;
   std::filesystem::path directory;
   unique_fd directory_fd;
+  /// How files are committed without replacing there (probed at start).
+  asio_rdma::commit_method commit_method;
   acceptor listener;
   bool stopped = false;
   /// Connections being served; a session registers while it runs.

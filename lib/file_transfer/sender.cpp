@@ -66,6 +66,8 @@ error_code status_error(proto::status_code code) noexcept {
     return errc::authentication_failed;
   case proto::status_code::too_many_requests:
     return errc::too_many_requests;
+  case proto::status_code::store_failed:
+    return errc::store_failed;
   default:
     return errc::remote_failure;
   }

@@ -2,9 +2,13 @@
 # rdma_cp end to end on the device under test (ASIO_RDMA_TEST_ADDR, set by
 # test/vm/run.sh): serve and send a file and a tree, their output, the copies
 # and the exit statuses; --once; a missing path; no server; a missing
-# directory to serve. Usage: rdma_cp.sh RDMA_CP
+# directory to serve; the receiver's policies (--overwrite, --max-file-size,
+# the per-peer limits, --no-fsync); a receive directory on another filesystem
+# (SHARED_DIR: the build tree, a 9p share without RENAME_NOREPLACE in the
+# SoftRoCE VM, like NFS). Usage: rdma_cp.sh RDMA_CP [SHARED_DIR]
 set -u
 B=$1
+shared=${2:-}
 A=${ASIO_RDMA_TEST_ADDR:?ASIO_RDMA_TEST_ADDR is not set: run through test/vm/run.sh}
 dir=$(mktemp -d)
 pids=()
@@ -96,13 +100,27 @@ else
   fail "no server: status $rc: $out"
 fi
 
-# A directory to serve that does not exist: status 1.
+# A directory to serve that does not exist, or that cannot store files (a
+# read-only filesystem): status 2 at start, before any sender, saying why.
 out=$(timeout 60 "$B" serve --dir "$dir/absent" --bind "$A" --port 7494 2>&1)
 rc=$?
-if [ $rc -eq 1 ] && grep -q "absent" <<<"$out"; then
+if [ $rc -eq 2 ] && grep -q "^rdma_cp: cannot store files in $dir/absent: open the directory: No such file or directory$" <<<"$out"; then
   echo "ok: missing directory: $out"
 else
   fail "missing directory: status $rc: $out"
+fi
+mkdir "$dir/readonly"
+if mount -t tmpfs -o ro,size=1m tmpfs "$dir/readonly"; then
+  out=$(timeout 60 "$B" serve --dir "$dir/readonly" --bind "$A" --port 7494 2>&1)
+  rc=$?
+  if [ $rc -eq 2 ] && grep -q "^rdma_cp: cannot store files in $dir/readonly: create a file: Read-only file system$" <<<"$out"; then
+    echo "ok: read-only directory: $out"
+  else
+    fail "read-only directory: status $rc: $out"
+  fi
+  umount "$dir/readonly"
+else
+  fail "cannot mount a read-only tmpfs"
 fi
 
 # --once: the server ends by itself after one connection, status 0.
@@ -280,6 +298,133 @@ assert j["bytes_resumed"] == kept and j["bytes_sent"] == size - kept < size, j
   echo "ok: resumed, byte-identical: $out"
 else
   fail "resume: status $rc: $out $(cat "$dir/resume2.err"); $(ls -l "$dir/resume")"
+fi
+
+stop_server() { # the last started server
+  kill -TERM "${pids[-1]}"
+  wait "${pids[-1]}" 2>/dev/null
+}
+
+# The receiver's policies from the command line. Default: an existing name
+# is refused and stays as it was; the banner says what is in force.
+mkdir "$dir/pol"
+printf old >"$dir/pol/one.bin"
+start_server 7480 "$dir/pol"
+if grep -q "^rdma_cp: policies: overwrite refuse, fsync on, max file size none, per peer 16 connections and 8 files at once$" "$dir/server-7480.out"; then
+  echo "ok: default policies in the banner"
+else
+  fail "policies banner: $(cat "$dir/server-7480.out")"
+fi
+out=$(timeout 60 "$B" send "$A:7480" "$src/one.bin" --no-progress 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && grep -q "one.bin: file exists on receiver" <<<"$out" &&
+  [ "$(cat "$dir/pol/one.bin")" = old ]; then
+  echo "ok: --overwrite refuse (default): $out"
+else
+  fail "overwrite refuse: status $rc: $out"
+fi
+stop_server
+# keep-both, --no-fsync, --max-file-size.
+start_server 7481 "$dir/pol" --overwrite keep-both --no-fsync --max-file-size 400k
+if grep -q "^rdma_cp: policies: overwrite keep-both, fsync off, max file size 409600," "$dir/server-7481.out"; then
+  echo "ok: keep-both, no fsync, 400k in the banner"
+else
+  fail "policies banner: $(cat "$dir/server-7481.out")"
+fi
+out=$(timeout 60 "$B" send "$A:7481" "$src/one.bin" --no-progress 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && cmp -s "$src/one.bin" "$dir/pol/one.1.bin" && [ "$(cat "$dir/pol/one.bin")" = old ]; then
+  echo "ok: --overwrite keep-both stored one.1.bin"
+else
+  fail "overwrite keep-both: status $rc: $out; $(ls "$dir/pol")"
+fi
+out=$(timeout 60 "$B" send "$A:7481" "$src/progress.bin" --no-progress 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && grep -q "progress.bin: file larger than the receiver's maximum file size" <<<"$out" &&
+  [ ! -e "$dir/pol/progress.bin" ]; then
+  echo "ok: --max-file-size: $out"
+else
+  fail "max file size: status $rc: $out"
+fi
+stop_server
+start_server 7482 "$dir/pol" --overwrite replace
+out=$(timeout 60 "$B" send "$A:7482" "$src/one.bin" --no-progress 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && cmp -s "$src/one.bin" "$dir/pol/one.bin" && [ -z "$(find "$dir/pol" -name '*.part')" ]; then
+  echo "ok: --overwrite replace"
+else
+  fail "overwrite replace: status $rc: $out"
+fi
+stop_server
+
+# Per-peer limits: a slow sender (4 KiB chunks, one in flight) holds a
+# connection and a file; a second sender from the same address is refused.
+per_peer_limit() { # port option what
+  local port=$1 option=$2 what=$3
+  mkdir -p "$dir/limit$port"
+  start_server "$port" "$dir/limit$port" "$option" 1
+  "$B" send "$A:$port" "$src/long.bin" --buffer-size 4k --depth 1 --no-progress \
+    >"$dir/slow$port.out" 2>&1 &
+  local slow=$!
+  local part=
+  for _ in $(seq 600); do
+    part=$(find "$dir/limit$port" -name 'long.bin.*.part' | head -1)
+    [ -n "$part" ] && break
+    sleep 0.05
+  done
+  out=$(timeout 60 "$B" send "$A:$port" "$src/one.bin" --no-progress 2>&1)
+  rc=$?
+  kill -KILL "$slow"
+  wait "$slow" 2>/dev/null
+  if [ -n "$part" ] && [ $rc -eq 1 ] && grep -q "too many connections or files in flight from this peer" <<<"$out" &&
+    [ ! -e "$dir/limit$port/one.bin" ]; then
+    echo "ok: $option 1 refused a second $what: $out"
+  else
+    fail "$option: part '$part', status $rc: $out"
+  fi
+  stop_server
+}
+per_peer_limit 7483 --max-connections-per-peer connection
+per_peer_limit 7484 --max-files-per-peer file
+
+# A receive directory on another filesystem: the build tree, a 9p share in
+# the SoftRoCE VM, which (like NFS and CIFS) refuses RENAME_NOREPLACE. The
+# server says which commit it uses; files, trees and the refusal of an
+# existing name work as on tmpfs.
+if [ -n "$shared" ]; then
+  sdir=$(mktemp -d "$shared/rdma_cp_store.XXXXXX")
+  fstype=$(stat -f -c %T "$sdir")
+  start_server 7485 "$sdir"
+  if [ "$fstype" = v9fs ] || [ "$fstype" = nfs ]; then
+    want="link() and unlink()"
+  else
+    want="renameat2(RENAME_NOREPLACE)"
+  fi
+  if grep -qF "rdma_cp: files are committed by $want" "$dir/server-7485.out"; then
+    echo "ok: $fstype: committed by $want"
+  else
+    fail "$fstype commit method: $(cat "$dir/server-7485.out")"
+  fi
+  out=$(timeout 120 "$B" send "$A:7485" "$src/one.bin" "$src/t" --no-progress 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ] && cmp -s "$src/one.bin" "$sdir/one.bin" && diff -r "$src/t" "$sdir/t" >/dev/null &&
+    [ -z "$(find "$sdir" -name '*.part')" ]; then
+    echo "ok: $fstype: a file and a tree stored"
+  else
+    fail "$fstype: status $rc: $out; $(cat "$dir/server-7485.err")"
+  fi
+  out=$(timeout 60 "$B" send "$A:7485" "$src/one.bin" --no-progress 2>&1)
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "one.bin: file exists on receiver" <<<"$out" &&
+    cmp -s "$src/one.bin" "$sdir/one.bin" && [ -z "$(find "$sdir" -name '*.part')" ]; then
+    echo "ok: $fstype: an existing name refused"
+  else
+    fail "$fstype: existing name: status $rc: $out"
+  fi
+  stop_server
+  rm -rf "$sdir"
+else
+  fail "no SHARED_DIR given: the receive directory on another filesystem is not tested"
 fi
 
 # SIGTERM stops the server (status 0).

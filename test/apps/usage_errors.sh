@@ -37,4 +37,9 @@ expect "$CP" "not expected: --bogus" serve --dir /tmp --bogus
 expect "$CP" "port: 99999 is out of range [1, 65535]" send h:99999 f
 expect "$CP" "--disk-threads: 65 is out of range [0, 64]" serve --dir /tmp --disk-threads 65
 expect "$CP" "--resume-max-age: 'soon' is not a number" serve --dir /tmp --resume-max-age soon
+expect "$CP" "--overwrite: 'sometimes' is not one of refuse, replace, keep-both" serve --dir /tmp --overwrite sometimes
+expect "$CP" "--max-file-size: 'huge' is not a number" serve --dir /tmp --max-file-size huge
+expect "$CP" "--max-connections-per-peer: 'x' is not a number" serve --dir /tmp --max-connections-per-peer x
+expect "$CP" "--max-files-per-peer: 2000000 is out of range [0, 1048576]" serve --dir /tmp --max-files-per-peer 2000000
+expect "$CP" "not expected: --no-fsync" send h f --no-fsync
 exit $fails

@@ -176,6 +176,62 @@ BOOST_AUTO_TEST_CASE(
   BOOST_TEST(part_files(mountpoint.path).empty());
 }
 
+// -- Filesystems (issue 25): NFS, CIFS and 9p refuse RENAME_NOREPLACE.
+
+BOOST_AUTO_TEST_CASE(the_commit_method_fits_the_receiving_filesystem) {
+  asio::io_context io;
+  temp_dir dst;
+  struct statfs sf {};
+  BOOST_REQUIRE(::statfs(dst.path.c_str(), &sf) == 0);
+  auto receiver = make_receiver(io, dst.path);
+  BOOST_TEST_MESSAGE("filesystem type 0x" << std::hex << sf.f_type << ", commit by "
+                                          << (receiver.commit_method() ==
+                                                      ar::commit_method::link_unlink
+                                                  ? "link + unlink"
+                                                  : "renameat2 RENAME_NOREPLACE"));
+  constexpr long v9fs = 0x01021997, nfs = 0x6969, smb2 = 0xfe534d42, cifs = 0xff534d42;
+  constexpr long tmpfs = 0x01021994, ext4 = 0xef53, xfs = 0x58465342, btrfs = 0x9123683e,
+                 overlay = 0x794c7630;
+  const long type = static_cast<long>(sf.f_type);
+  if (type == v9fs || type == nfs || type == smb2 || type == cifs)
+    BOOST_TEST((receiver.commit_method() == ar::commit_method::link_unlink));
+  else if (type == tmpfs || type == ext4 || type == xfs || type == btrfs || type == overlay)
+    BOOST_TEST((receiver.commit_method() == ar::commit_method::rename_noreplace));
+  // The probe left nothing behind.
+  BOOST_TEST(fs::is_empty(dst.path));
+}
+
+BOOST_AUTO_TEST_CASE(a_directory_that_cannot_store_files_is_refused_when_the_receiver_starts) {
+  asio::io_context io;
+  temp_dir mountpoint;
+  // Read-only for everyone, root included (the test runs as root in the VM).
+  BOOST_REQUIRE_MESSAGE(
+      ::mount("tmpfs", mountpoint.path.c_str(), "tmpfs", MS_RDONLY, "size=1m") == 0,
+      "mount tmpfs: " << std::strerror(errno));
+  struct unmount {
+    fs::path p;
+    ~unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+  } unmount_at_end{mountpoint.path};
+  try {
+    make_receiver(io, mountpoint.path);
+    BOOST_FAIL("a receiver started on a read-only directory");
+  } catch (const boost::system::system_error& e) {
+    BOOST_TEST((e.code() == boost::system::errc::read_only_file_system), e.code().message());
+    // Boost appends " [system:30]" to what().
+    BOOST_TEST(std::string(e.what()).starts_with("cannot store files in " +
+                                                 mountpoint.path.string() +
+                                                 ": create a file: Read-only file system"),
+               e.what());
+  }
+  try {
+    make_receiver(io, mountpoint.path / "absent");
+    BOOST_FAIL("a receiver started on a missing directory");
+  } catch (const boost::system::system_error& e) {
+    BOOST_TEST((e.code() == boost::system::errc::no_such_file_or_directory));
+    BOOST_TEST(std::string(e.what()).starts_with("cannot store files in "));
+  }
+}
+
 // -- Authentication (issue 11).
 
 BOOST_AUTO_TEST_CASE(a_receiver_with_a_secret_accepts_only_senders_that_prove_it) {

@@ -26,6 +26,7 @@
 #include <iterator>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/vfs.h>
 #include <thread>
 #include <tuple>
 #include <unistd.h>
@@ -47,12 +48,23 @@ template <typename Body> void run(asio::io_context& io, Body body) {
 
 namespace ft {
 
-/// A fresh directory under /tmp, removed with everything in it.
+/// Where the tests' directories live: ASIO_RDMA_FT_ROOT if set (CTest runs
+/// the suite a second time with it on the build tree, a 9p share in the
+/// SoftRoCE VM: a filesystem without RENAME_NOREPLACE, as NFS), else /tmp.
+inline fs::path store_root() {
+  const char* root = std::getenv("ASIO_RDMA_FT_ROOT");
+  if (!root || !*root)
+    return "/tmp";
+  fs::create_directories(root);
+  return root;
+}
+
+/// A fresh directory under store_root(), removed with everything in it.
 struct temp_dir {
   fs::path path;
   temp_dir() {
-    char name[] = "/tmp/asio_rdma_ft_XXXXXX";
-    BOOST_REQUIRE(::mkdtemp(name) != nullptr);
+    std::string name = (store_root() / "asio_rdma_ft_XXXXXX").string();
+    BOOST_REQUIRE(::mkdtemp(name.data()) != nullptr);
     path = name;
   }
   temp_dir(const temp_dir&) = delete;
