@@ -393,9 +393,10 @@ per_peer_limit 7484 --max-files-per-peer file
 # existing name work as on tmpfs.
 if [ -n "$shared" ]; then
   sdir=$(mktemp -d "$shared/rdma_cp_store.XXXXXX")
-  fstype=$(stat -f -c %T "$sdir")
+  # (findmnt: statfs on 9p reports the host filesystem's type.)
+  fstype=$(findmnt -n -o FSTYPE -T "$sdir")
   start_server 7485 "$sdir"
-  if [ "$fstype" = v9fs ] || [ "$fstype" = nfs ]; then
+  if [ "$fstype" = 9p ] || [ "$fstype" = nfs ] || [ "$fstype" = nfs4 ]; then
     want="link() and unlink()"
   else
     want="renameat2(RENAME_NOREPLACE)"

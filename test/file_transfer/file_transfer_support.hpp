@@ -26,7 +26,6 @@
 #include <iterator>
 #include <stdlib.h>
 #include <sys/mount.h>
-#include <sys/vfs.h>
 #include <thread>
 #include <tuple>
 #include <unistd.h>
