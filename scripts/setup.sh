@@ -29,6 +29,8 @@ PACKAGES=(
   libboost1.81-dev libboost-test1.81-dev
   qemu-system-x86 busybox-static kmod iproute2
   perftest rdmacm-utils ibverbs-utils iputils-ping tcpdump libfabric-bin python3-matplotlib
+  # an NFS server and client in the two-host VM (test/file_transfer/nfs_two_hosts.sh)
+  nfs-kernel-server
   # rdma_fabric (bench/rdma_fabric): MPI bootstrap, and Slurm for its srun test
   openmpi-bin libopenmpi-dev slurm-wlm
   # the sanitizer and fuzzing stage (scripts/test_sanitized.sh); llvm-16 for llvm-symbolizer

@@ -347,6 +347,9 @@ guest_path=$PATH
   echo 'ulimit -l unlimited || echo "run.sh(guest): cannot raise memlock" >&2'
   printf 'export PATH=%q HOME=/tmp\n' "$guest_path"
   printf 'export ASIO_RDMA_TEST_ADDR=%q ASIO_RDMA_DEVICE=rxe0\n' "$addr"
+  # The guest kernel's package: modules beyond the boot set load on demand
+  # with modprobe -d "$ASIO_RDMA_VM_KERNEL_DIR" NAME (nfsd, nfsv4).
+  printf 'export ASIO_RDMA_VM_KERNEL_DIR=%q\n' "$kdir"
   [[ -z $peer_addr ]] || printf 'export ASIO_RDMA_PEER_ADDR=%q\n' "$peer_addr"
   if [[ -n ${CTEST_OUTPUT_ON_FAILURE+x} ]]; then
     printf 'export CTEST_OUTPUT_ON_FAILURE=%q\n' "$CTEST_OUTPUT_ON_FAILURE"
