@@ -261,7 +261,9 @@ struct receive_result {
 /// transfers of one name at once exactly one gets it.
 enum class commit_method {
   /// renameat2(RENAME_NOREPLACE): check and rename in one step. Local
-  /// filesystems (ext4, XFS, Btrfs, tmpfs).
+  /// filesystems (ext4, XFS, Btrfs, tmpfs). Where a subdirectory is the
+  /// mount point of a filesystem without it, that file falls back to
+  /// link_unlink.
   rename_noreplace,
   /// link() of the temporary to the name (EEXIST if the name exists), then
   /// unlink() of the temporary: for filesystems that refuse rename flags

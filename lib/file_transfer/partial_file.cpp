@@ -282,10 +282,6 @@ std::string numbered_name(const std::string& name, unsigned n) {
   return stem.substr(0, 255 - tail.size()) + tail;
 }
 
-} // namespace
-
-namespace {
-
 /// Gives the file `from` the new name `to` in `dir` unless `to` exists (errno
 /// EEXIST then), by `method`; `from` is gone afterwards. False with errno set
 /// on failure; `step` names the call that failed.
@@ -293,7 +289,12 @@ bool commit_noreplace(int dir, const std::string& from, const std::string& to,
                       commit_method method, const char*& step) noexcept {
   if (method == commit_method::rename_noreplace) {
     step = "rename to the final name (renameat2 RENAME_NOREPLACE)";
-    return ::renameat2(dir, from.c_str(), dir, to.c_str(), RENAME_NOREPLACE) == 0;
+    if (::renameat2(dir, from.c_str(), dir, to.c_str(), RENAME_NOREPLACE) == 0)
+      return true;
+    // The probe found rename flags in the receive directory, but a
+    // subdirectory may be the mount point of a filesystem without them.
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+      return false;
   }
   step = "link to the final name";
   if (::linkat(dir, from.c_str(), dir, to.c_str(), 0) != 0) {
@@ -341,13 +342,13 @@ commit_method probe_commit_method(int dir, bool durable, const char*& failed_ste
     if (::close(file.release()) != 0)
       return fail("close a file");
   }
+  // Network filesystems (NFS, CIFS, 9p, FUSE) refuse rename flags.
   auto method = commit_method::rename_noreplace;
-  const char* step = "";
-  if (!commit_noreplace(dir, probe, target, method, step)) {
-    // Network filesystems (NFS, CIFS, 9p, FUSE) refuse rename flags.
+  if (::renameat2(dir, probe.c_str(), dir, target.c_str(), RENAME_NOREPLACE) != 0) {
     if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-      return fail(step);
+      return fail("rename (renameat2 RENAME_NOREPLACE)");
     method = commit_method::link_unlink;
+    const char* step = "";
     if (!commit_noreplace(dir, probe, target, method, step))
       return fail(step);
   }

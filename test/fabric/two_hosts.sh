@@ -17,18 +17,7 @@ out=$(mktemp -d)
 # Slurm's PMIx plugin expects the same SlurmdSpoolDir path on every node.
 cluster=/tmp/rdma-fabric-slurm
 
-host_do() { # one request to the host over the ctl port; fails unless "ok"
-  local p port="" answer fd
-  for p in /sys/class/virtio-ports/*; do
-    [[ $(cat "$p/name" 2>/dev/null) == ctl ]] && port=/dev/$(basename "$p")
-  done
-  [[ -n $port ]] || { echo "no ctl port: not under test/vm/two_hosts" >&2; return 1; }
-  exec {fd}<>"$port"
-  echo "$*" >&"$fd"
-  read -r answer <&"$fd"
-  exec {fd}>&-
-  [[ $answer == ok ]] || { echo "host: $* -> $answer" >&2; return 1; }
-}
+source "$(dirname "$0")/host_do.sh" # (copied beside this script by CMake)
 
 nodes=(fabric-a:192.0.2.1:2 fabric-b:192.0.2.2:2)
 if [[ $ASIO_RDMA_HOST == B ]]; then

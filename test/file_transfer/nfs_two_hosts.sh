@@ -19,18 +19,7 @@ export_dir=/tmp/nfs-export
 mnt=/tmp/nfs
 port=7700
 
-host_do() { # one request to the host over the ctl port; fails unless "ok"
-  local p port="" answer fd
-  for p in /sys/class/virtio-ports/*; do
-    [[ $(cat "$p/name" 2>/dev/null) == ctl ]] && port=/dev/$(basename "$p")
-  done
-  [[ -n $port ]] || { echo "no ctl port: not under test/vm/two_hosts" >&2; return 1; }
-  exec {fd}<>"$port"
-  echo "$*" >&"$fd"
-  read -r answer <&"$fd"
-  exec {fd}>&-
-  [[ $answer == ok ]] || { echo "host: $* -> $answer" >&2; return 1; }
-}
+source "$(dirname "$0")/host_do.sh" # (copied beside this script by CMake)
 # Modules beyond the guest's boot set, from its kernel package.
 load() { modprobe -d "${ASIO_RDMA_VM_KERNEL_DIR:?not in the SoftRoCE VM}" "$@"; }
 say() { echo "nfs_two_hosts($ASIO_RDMA_HOST): $*"; }
