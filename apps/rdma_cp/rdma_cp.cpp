@@ -69,7 +69,8 @@ struct settings {
   // The receiver's policies (serve); defaults are file_receiver_options'.
   asio_rdma::overwrite_policy overwrite = asio_rdma::overwrite_policy::refuse;
   std::uint64_t max_file_size = std::uint64_t(-1);
-  std::size_t max_connections_per_peer = asio_rdma::file_receiver_options().max_connections_per_peer;
+  std::size_t max_connections_per_peer =
+      asio_rdma::file_receiver_options().max_connections_per_peer;
   std::size_t max_files_per_peer = asio_rdma::file_receiver_options().max_files_in_flight_per_peer;
   bool no_fsync = false;
 };
@@ -278,7 +279,9 @@ int serve(asio::io_context& io, const settings& s) {
               receiver.commit_method() == asio_rdma::commit_method::rename_noreplace
                   ? "renameat2(RENAME_NOREPLACE)"
                   : "link() and unlink() (the filesystem refuses rename flags)");
-  auto per_peer = [](std::size_t n) { return n == 0 ? std::string("unlimited") : std::to_string(n); };
+  auto per_peer = [](std::size_t n) {
+    return n == 0 ? std::string("unlimited") : std::to_string(n);
+  };
   static constexpr const char* overwrite_names[] = {"refuse", "replace", "keep-both"};
   std::printf("rdma_cp: policies: overwrite %s, fsync %s, max file size %s, per peer %s "
               "connections and %s files at once\n",

@@ -285,8 +285,8 @@ std::string numbered_name(const std::string& name, unsigned n) {
 /// Gives the file `from` the new name `to` in `dir` unless `to` exists (errno
 /// EEXIST then), by `method`; `from` is gone afterwards. False with errno set
 /// on failure; `step` names the call that failed.
-bool commit_noreplace(int dir, const std::string& from, const std::string& to,
-                      commit_method method, const char*& step) noexcept {
+bool commit_noreplace(int dir, const std::string& from, const std::string& to, commit_method method,
+                      const char*& step) noexcept {
   if (method == commit_method::rename_noreplace) {
     step = "rename to the final name (renameat2 RENAME_NOREPLACE)";
     if (::renameat2(dir, from.c_str(), dir, to.c_str(), RENAME_NOREPLACE) == 0)
@@ -331,8 +331,8 @@ commit_method probe_commit_method(int dir, bool durable, const char*& failed_ste
     return commit_method::rename_noreplace;
   };
   {
-    unique_fd file(::openat(dir, probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                            0600));
+    unique_fd file(
+        ::openat(dir, probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!file)
       return fail("create a file");
     if (::write(file.get(), "x", 1) != 1)
@@ -360,8 +360,7 @@ commit_method probe_commit_method(int dir, bool durable, const char*& failed_ste
 }
 
 void partial_file::commit(std::uint32_t mode, bool durable, overwrite_policy policy,
-                          commit_method method, std::string& stored_name,
-                          error_code& ec) noexcept {
+                          commit_method method, std::string& stored_name, error_code& ec) noexcept {
   ec = {};
   failed_step_ = "";
   auto fail = [&](error_code e, const char* step) {

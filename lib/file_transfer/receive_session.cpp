@@ -408,8 +408,7 @@ awaitable<error_code> receive_session::on_end(const proto::file_end& m) {
                ec);
   release_file_slot();
   if (ec)
-    co_return co_await refuse_write(m.file_id, ec,
-                                    "storing " + name_ + ": " + file_.failed_step(),
+    co_return co_await refuse_write(m.file_id, ec, "storing " + name_ + ": " + file_.failed_step(),
                                     proto::status_code::store_failed);
   received_file f;
   // The stored name differs from the sent one only in its last component

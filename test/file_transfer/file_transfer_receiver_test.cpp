@@ -185,8 +185,8 @@ std::string mount_type(const fs::path& path) {
   std::ifstream mounts("/proc/self/mounts");
   std::string device, point, type, rest, best_point, best_type;
   while (mounts >> device >> point >> type && std::getline(mounts, rest)) {
-    bool below = where == point || point == "/" ||
-                 (where.starts_with(point) && where[point.size()] == '/');
+    bool below =
+        where == point || point == "/" || (where.starts_with(point) && where[point.size()] == '/');
     if (below && point.size() >= best_point.size()) {
       best_point = point;
       best_type = type;
@@ -217,9 +217,9 @@ BOOST_AUTO_TEST_CASE(a_directory_that_cannot_store_files_is_refused_when_the_rec
   asio::io_context io;
   temp_dir mountpoint;
   // Read-only for everyone, root included (the test runs as root in the VM).
-  BOOST_REQUIRE_MESSAGE(
-      ::mount("tmpfs", mountpoint.path.c_str(), "tmpfs", MS_RDONLY, "size=1m") == 0,
-      "mount tmpfs: " << std::strerror(errno));
+  BOOST_REQUIRE_MESSAGE(::mount("tmpfs", mountpoint.path.c_str(), "tmpfs", MS_RDONLY, "size=1m") ==
+                            0,
+                        "mount tmpfs: " << std::strerror(errno));
   struct unmount {
     fs::path p;
     ~unmount() { ::umount2(p.c_str(), MNT_DETACH); }

@@ -71,8 +71,7 @@ partial_file received(const directory& d, const std::string& name, const std::st
   return f;
 }
 
-const commit_method both_methods[] = {commit_method::rename_noreplace,
-                                      commit_method::link_unlink};
+const commit_method both_methods[] = {commit_method::rename_noreplace, commit_method::link_unlink};
 
 } // namespace
 
