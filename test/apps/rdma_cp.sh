@@ -102,22 +102,20 @@ fi
 
 # A directory to serve that does not exist, or that cannot store files (a
 # read-only filesystem): status 2 at start, before any sender, saying why.
-out=$(timeout 60 "$B" serve --dir "$dir/absent" --bind "$A" --port 7494 2>&1)
-rc=$?
-if [ $rc -eq 2 ] && grep -q "^rdma_cp: cannot store files in $dir/absent: open the directory: No such file or directory$" <<<"$out"; then
-  echo "ok: missing directory: $out"
-else
-  fail "missing directory: status $rc: $out"
-fi
+refused_at_start() { # what directory "step: error"
+  local what=$1 into=$2 why=$3 out rc
+  out=$(timeout 60 "$B" serve --dir "$into" --bind "$A" --port 7494 2>&1)
+  rc=$?
+  if [ $rc -eq 2 ] && grep -qxF "rdma_cp: cannot store files in $into: $why" <<<"$out"; then
+    echo "ok: $what: $out"
+  else
+    fail "$what: status $rc: $out"
+  fi
+}
+refused_at_start "missing directory" "$dir/absent" "open the directory: No such file or directory"
 mkdir "$dir/readonly"
 if mount -t tmpfs -o ro,size=1m tmpfs "$dir/readonly"; then
-  out=$(timeout 60 "$B" serve --dir "$dir/readonly" --bind "$A" --port 7494 2>&1)
-  rc=$?
-  if [ $rc -eq 2 ] && grep -q "^rdma_cp: cannot store files in $dir/readonly: create a file: Read-only file system$" <<<"$out"; then
-    echo "ok: read-only directory: $out"
-  else
-    fail "read-only directory: status $rc: $out"
-  fi
+  refused_at_start "read-only directory" "$dir/readonly" "create a file: Read-only file system"
   umount "$dir/readonly"
 else
   fail "cannot mount a read-only tmpfs"
