@@ -1,6 +1,7 @@
 // The sending side of the file transfer: handshake, then per entry
 // file_begin / data chunks (RDMA write with immediate) / file_end, each
-// confirmed by the receiver. See docs/file_transfer.md.
+// confirmed by the receiver, pipelined (the next entry does not wait for the
+// confirmations of the last). See docs/file_transfer.md.
 #include "authentication.hpp"
 #include "control.hpp"
 #include "deadline.hpp"
@@ -12,6 +13,7 @@
 #include <asio_rdma/file_transfer.hpp>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/system/system_error.hpp>
@@ -22,6 +24,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 
 namespace asio_rdma::detail {
@@ -73,6 +76,21 @@ error_code status_error(proto::status_code code) noexcept {
   }
 }
 
+/// An answer the sender expects from the receiver, in the order the
+/// receiver sends them (it handles the sender's messages one after the other).
+struct expected_answer {
+  enum kind_type : std::uint8_t { begin_status, resume_point, end_status };
+  std::uint32_t file_id = 0;
+  kind_type kind = begin_status;
+  bool counts = false;    ///< an ok ends the entry: result_.files + 1
+  std::uint64_t size = 0; ///< bytes the entry adds to result_.bytes
+};
+
+/// Sends entries pipelined: the next file_begin goes out before the earlier
+/// files' answers arrive (a receiver answers in order), so a tree of small
+/// files costs no round trip per file. A writer (entries out) and a reader
+/// (every answer and credit in, always consuming so neither side's sends
+/// ever wait on the other's) run side by side on the connection's executor.
 class file_sender {
 public:
   file_sender(connection& conn, const file_transfer_options& options)
@@ -80,6 +98,7 @@ public:
         writes_(std::make_shared<write_tracker>(conn.get_executor())) {}
 
   awaitable<error_code> run(const std::vector<send_entry>& entries) {
+    using namespace asio::experimental::awaitable_operators;
     started_ = std::chrono::steady_clock::now();
     for (const auto& e : entries) {
       std::error_code sec;
@@ -88,13 +107,12 @@ public:
     }
     if (auto ec = co_await handshake())
       co_return ec;
-    std::uint32_t file_id = 0;
-    for (const auto& e : entries) {
-      auto ec = e.directory ? co_await send_directory(e, file_id) : co_await send_file(e, file_id);
-      if (ec)
-        co_return ec;
-      ++file_id;
-    }
+    // The first to finish ends the other: the writer once every answer is
+    // in, the reader only with an error.
+    auto outcome = co_await (write(entries) || read());
+    auto ec = std::visit([](error_code e) { return e; }, outcome);
+    if (ec)
+      co_return ec;
     report_progress(true);
     co_return error_code();
   }
@@ -102,6 +120,9 @@ public:
   transfer_result& result() noexcept { return result_; }
 
 private:
+  /// Most answers outstanding: bounds how far the writer runs ahead.
+  static constexpr std::size_t max_expected = 64;
+
   /// operation_aborted once the operation was cancelled (a cancellation
   /// signalled between waits reaches no operation, so it is checked here).
   static awaitable<error_code> cancelled() {
@@ -111,13 +132,16 @@ private:
         : error_code();
   }
 
-  /// Receives the next control message into in_ (bounded by the timeout).
-  awaitable<error_code> receive(proto::message& out) {
+  /// Receives the next control message into in_ (bounded by the timeout
+  /// when `bounded`, else by the watchdog as the writer arms it).
+  awaitable<error_code> receive(proto::message& out, bool bounded = true) {
     if (auto ec = co_await cancelled())
       co_return ec;
-    deadline_.arm();
+    if (bounded)
+      deadline_.arm();
     auto [ec, m] = co_await conn_.async_receive_message(asio::buffer(in_), as_awaitable_tuple);
-    deadline_.disarm();
+    if (bounded)
+      deadline_.disarm();
     if (ec)
       co_return wait_error(ec, deadline_);
     if (m.immediate || m.rdma_write)
@@ -158,35 +182,69 @@ private:
       co_return error_code(errc::protocol_error);
     ack_ = *ack;
     result_.chunk_size = ack_.chunk_size;
+    lengths_.assign(ack_.slots, 0);
     error_code ec;
     writes_->region =
         memory_region(conn_, std::size_t(ack_.chunk_size) * ack_.slots, access::local_write, ec);
     co_return ec;
   }
 
-  /// Sends a file_begin and awaits the receiver's verdict on the name: a
-  /// status, or with `point` (a resumable file) the receiver's resume_point.
+  // --- the writer ---------------------------------------------------------
+
+  awaitable<error_code> write(const std::vector<send_entry>& entries) {
+    co_await asio::this_coro::throw_if_cancelled(false);
+    std::uint32_t file_id = 0;
+    for (const auto& e : entries) {
+      auto ec = e.directory ? co_await send_directory(e, file_id) : co_await send_file(e, file_id);
+      if (ec)
+        co_return ec;
+      ++file_id;
+    }
+    // Done when the last answer is in.
+    while (expected_count_ > 0)
+      if (auto ec = co_await await_reader())
+        co_return ec;
+    co_return error_code();
+  }
+
+  /// Waits until the reader (or a completing RDMA write) changed something.
+  awaitable<error_code> await_reader() {
+    co_await writes_->signal.async_wait(as_awaitable_tuple);
+    if (auto ec = co_await cancelled())
+      co_return ec;
+    co_return writes_->error;
+  }
+
+  /// Notes an answer to expect, waiting while max_expected are outstanding.
+  awaitable<error_code> expect(expected_answer a) {
+    while (expected_count_ == max_expected)
+      if (auto ec = co_await await_reader())
+        co_return ec;
+    expected_[(expected_head_ + expected_count_) % max_expected] = a;
+    ++expected_count_;
+    deadline_.arm(); // something is awaited now: the reader's wait is bounded
+    co_return error_code();
+  }
+
+  /// Sends a file_begin; its answer (a status, or with `resume` a
+  /// resume_point) comes to the reader.
   awaitable<error_code> begin(const send_entry& e, std::uint32_t file_id, std::uint32_t mode,
-                              std::uint64_t size, proto::resume_point* point = nullptr) {
+                              std::uint64_t size, bool resume) {
+    expected_answer a;
+    a.file_id = file_id;
+    a.kind = resume ? expected_answer::resume_point : expected_answer::begin_status;
+    a.counts = e.directory;
+    if (auto ec = co_await expect(a))
+      co_return ec;
     proto::file_begin b;
     b.file_id = file_id;
     b.kind = e.directory ? proto::entry_kind::directory : proto::entry_kind::file;
     b.mode = mode;
     b.size = size;
     b.name = e.name;
-    b.flags = point ? proto::flag_resume : 0;
+    b.flags = resume ? proto::flag_resume : 0;
     proto::message m = b;
-    if (auto ec = co_await send_control(conn_, m, out_))
-      co_return ec;
-    if (!point)
-      co_return co_await expect_status(file_id);
-    if (auto ec = co_await receive(m))
-      co_return ec;
-    auto* p = std::get_if<proto::resume_point>(&m);
-    if (!p || p->file_id != file_id || p->offset > size)
-      co_return error_code(errc::protocol_error);
-    *point = *p;
-    co_return error_code();
+    co_return co_await send_control(conn_, m, out_);
   }
 
   /// CRC-32C of the first `length` bytes of `fd` (the prefix a receiver
@@ -209,24 +267,23 @@ private:
     return {};
   }
 
-  awaitable<error_code> expect_status(std::uint32_t file_id) {
-    proto::message m;
-    if (auto ec = co_await receive(m))
-      co_return ec;
-    auto* s = std::get_if<proto::status>(&m);
-    if (!s || s->file_id != file_id)
-      co_return error_code(errc::protocol_error);
-    co_return error_code();
-  }
-
   awaitable<error_code> send_directory(const send_entry& e, std::uint32_t file_id) {
     std::error_code sec;
     auto perms = std::filesystem::status(e.local, sec).permissions();
     if (sec)
       co_return error_code(sec.value(), boost::system::system_category());
-    if (auto ec = co_await begin(e, file_id, static_cast<std::uint32_t>(perms) & 07777, 0))
-      co_return ec;
-    ++result_.files;
+    co_return co_await begin(e, file_id, static_cast<std::uint32_t>(perms) & 07777, 0, false);
+  }
+
+  /// The receiver's resume_point for `file_id`, once the reader has it.
+  awaitable<error_code> await_resume_point(std::uint32_t file_id, proto::resume_point& point) {
+    while (!resume_.has_value())
+      if (auto ec = co_await await_reader())
+        co_return ec;
+    point = *resume_;
+    resume_.reset();
+    if (point.file_id != file_id)
+      co_return error_code(errc::protocol_error);
     co_return error_code();
   }
 
@@ -243,15 +300,18 @@ private:
     auto listed = std::filesystem::file_size(e.local, sec);
     if (!sec && listed != size)
       progress_.bytes_total = progress_.bytes_total - listed + size;
-    size_ = size;
     if ((size + ack_.chunk_size - 1) / ack_.chunk_size > std::numeric_limits<std::uint32_t>::max())
       co_return error_code(EFBIG, boost::system::system_category());
     std::uint64_t start = 0; // the data sent begins here (> 0 when resumed)
     std::uint32_t crc = 0;   // of the whole file up to where the data is
+    if (auto ec = co_await begin(e, file_id, st.st_mode & 07777, size, options_.resume))
+      co_return ec;
     if (options_.resume) {
       proto::resume_point point;
-      if (auto ec = co_await begin(e, file_id, st.st_mode & 07777, size, &point))
+      if (auto ec = co_await await_resume_point(file_id, point))
         co_return ec;
+      if (point.offset > size)
+        co_return error_code(errc::protocol_error);
       std::uint32_t mine = 0;
       if (point.offset > 0) {
         if (auto ec = prefix_crc(fd.get(), point.offset, mine))
@@ -271,21 +331,23 @@ private:
       progress_.bytes_done += start;
       progress_.bytes_resumed += start;
       result_.bytes_resumed += start;
-    } else if (auto ec = co_await begin(e, file_id, st.st_mode & 07777, size)) {
-      co_return ec;
     }
-    start_ = start;
     std::uint64_t chunks = (size - start + ack_.chunk_size - 1) / ack_.chunk_size;
-
-    credits_ = 0;
-    for (std::uint64_t seq = 0; seq < chunks; ++seq) {
-      // The receiver's slot for this chunk must have been handed back...
-      while (credits_ + ack_.slots <= seq)
-        if (auto ec = co_await await_credit(chunks))
-          co_return ec;
-      // ...and our own buffer's previous write must have completed.
-      if (auto ec = co_await await_local_buffer())
+    // Chunk sequences (and the receiver's slots) start anew with each file:
+    // the earlier file's chunks must all have been credited first.
+    while (credits_ < posted_)
+      if (auto ec = co_await await_reader())
         co_return ec;
+    credits_ = 0;
+    posted_ = 0;
+    for (std::uint64_t seq = 0; seq < chunks; ++seq) {
+      // The receiver's slot for this chunk must have been handed back, and
+      // our own buffer's previous write must have completed.
+      while (credits_ + ack_.slots <= seq || writes_->posted - writes_->done >= ack_.slots)
+        if (auto ec = co_await await_reader())
+          co_return ec;
+      if (writes_->error)
+        co_return writes_->error;
       if (auto ec = co_await cancelled())
         co_return ec;
       std::uint64_t offset = start + seq * ack_.chunk_size;
@@ -298,7 +360,10 @@ private:
       crc = proto::crc32c(crc, std::span<const std::byte>(local.data, length));
       std::size_t remote_slot = seq % ack_.slots;
       auto remote = ack_.buffer.slice(std::uint64_t(remote_slot) * ack_.chunk_size, length);
+      lengths_[remote_slot] = static_cast<std::uint32_t>(length);
       ++writes_->posted;
+      ++posted_;
+      deadline_.arm(); // its credit is awaited
       conn_.async_write_with_imm(local, remote, static_cast<std::uint32_t>(seq),
                                  [w = writes_](error_code ec, std::size_t) {
                                    if (ec && !w->error)
@@ -307,38 +372,91 @@ private:
                                    w->signal.cancel();
                                  });
     }
+    expected_answer a;
+    a.file_id = file_id;
+    a.kind = expected_answer::end_status;
+    a.counts = true;
+    a.size = size;
+    if (auto ec = co_await expect(a))
+      co_return ec;
     proto::file_end end;
     end.file_id = file_id;
     end.crc32c = crc;
     end.size = size;
     proto::message m = end;
-    if (auto ec = co_await send_control(conn_, m, out_))
-      co_return ec;
-    // Credits for the last chunks come before the verdict.
-    while (credits_ < chunks)
-      if (auto ec = co_await await_credit(chunks))
-        co_return ec;
-    if (auto ec = co_await expect_status(file_id))
-      co_return ec;
-    ++result_.files;
-    result_.bytes += size;
-    co_return error_code();
+    co_return co_await send_control(conn_, m, out_);
   }
 
-  awaitable<error_code> await_credit(std::uint64_t chunks) {
-    proto::message m;
-    if (auto ec = co_await receive(m))
-      co_return ec;
-    auto* c = std::get_if<proto::credit>(&m);
-    if (!c || c->sequence != credits_ || credits_ >= chunks)
-      co_return error_code(errc::protocol_error);
-    auto bytes =
-        std::min<std::uint64_t>(ack_.chunk_size, size_ - start_ - credits_ * ack_.chunk_size);
-    progress_.bytes_done += bytes;
-    result_.bytes_sent += bytes;
-    ++credits_;
-    report_progress(false);
-    co_return error_code();
+  static error_code read_fully(int fd, const local_buffer& into, std::uint64_t offset) {
+    std::size_t got = 0;
+    while (got < into.length) {
+      ssize_t n = ::pread(fd, into.data + got, into.length - got, static_cast<off_t>(offset + got));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return from_errno();
+      if (n == 0) // the file shrank while being sent
+        return error_code(EIO, boost::system::system_category());
+      got += static_cast<std::size_t>(n);
+    }
+    return {};
+  }
+
+  // --- the reader ---------------------------------------------------------
+
+  /// Takes every message the receiver sends until the writer is done (it is
+  /// then cancelled) or something fails. Its wait is bounded by the
+  /// watchdog while anything is awaited.
+  awaitable<error_code> read() {
+    co_await asio::this_coro::throw_if_cancelled(false);
+    for (;;) {
+      proto::message m;
+      auto ec = co_await receive(m, false);
+      if (!ec)
+        ec = take(m);
+      if (ec)
+        co_return ec;
+      if (expected_count_ > 0 || credits_ < posted_)
+        deadline_.arm();
+      else
+        deadline_.disarm();
+      writes_->signal.cancel(); // the writer re-checks what it waits for
+    }
+  }
+
+  /// Applies one (ok) message of the receiver; a protocol error for one
+  /// that answers nothing the sender asked.
+  error_code take(const proto::message& m) {
+    if (auto* c = std::get_if<proto::credit>(&m)) {
+      if (c->sequence != credits_ || credits_ >= posted_)
+        return errc::protocol_error;
+      std::uint64_t bytes = lengths_[credits_ % ack_.slots];
+      progress_.bytes_done += bytes;
+      result_.bytes_sent += bytes;
+      ++credits_;
+      report_progress(false);
+      return {};
+    }
+    if (expected_count_ == 0)
+      return errc::protocol_error;
+    const expected_answer& a = expected_[expected_head_];
+    if (auto* s = std::get_if<proto::status>(&m)) {
+      if (a.kind == expected_answer::resume_point || s->file_id != a.file_id)
+        return errc::protocol_error;
+      if (a.counts) {
+        ++result_.files;
+        result_.bytes += a.size;
+      }
+    } else if (auto* p = std::get_if<proto::resume_point>(&m)) {
+      if (a.kind != expected_answer::resume_point || p->file_id != a.file_id)
+        return errc::protocol_error;
+      resume_ = *p;
+    } else {
+      return errc::protocol_error;
+    }
+    expected_head_ = (expected_head_ + 1) % max_expected;
+    --expected_count_;
+    return {};
   }
 
   /// Calls on_progress if progress_interval passed since the last call (or
@@ -357,42 +475,20 @@ private:
     options_.on_progress(progress_);
   }
 
-  awaitable<error_code> await_local_buffer() {
-    while (writes_->posted - writes_->done >= ack_.slots && !writes_->error) {
-      deadline_.arm();
-      co_await writes_->signal.async_wait(as_awaitable_tuple);
-      deadline_.disarm();
-      if (auto ec = co_await cancelled())
-        co_return ec;
-      if (deadline_.expired())
-        co_return error_code(asio::error::timed_out);
-    }
-    co_return writes_->error;
-  }
-
-  static error_code read_fully(int fd, const local_buffer& into, std::uint64_t offset) {
-    std::size_t got = 0;
-    while (got < into.length) {
-      ssize_t n = ::pread(fd, into.data + got, into.length - got, static_cast<off_t>(offset + got));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        return from_errno();
-      if (n == 0) // the file shrank while being sent
-        return error_code(EIO, boost::system::system_category());
-      got += static_cast<std::size_t>(n);
-    }
-    return {};
-  }
-
   connection& conn_;
   file_transfer_options options_;
   deadline deadline_;
   std::shared_ptr<write_tracker> writes_;
   proto::hello_ack ack_;
+  // The file whose chunks are in flight (the writer posts, the reader credits).
+  std::uint64_t posted_ = 0;
   std::uint64_t credits_ = 0;
-  std::uint64_t size_ = 0;  ///< of the file being sent
-  std::uint64_t start_ = 0; ///< where its data begins (the resumed prefix's length)
+  std::vector<std::uint32_t> lengths_; ///< of the chunk in each receiver slot
+  // Answers awaited, oldest first (a ring: nothing allocated per entry).
+  std::array<expected_answer, max_expected> expected_{};
+  std::size_t expected_head_ = 0;
+  std::size_t expected_count_ = 0;
+  std::optional<proto::resume_point> resume_; ///< taken by the writer
   transfer_progress progress_;
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point last_progress_{};

@@ -1,5 +1,6 @@
-// The file transfer protocol driven by hand against a real receiver: checksums and
-// sizes in file_end, the negotiated depth and credits, what is not a directory.
+// The file transfer protocol driven by hand against a real receiver or sender:
+// checksums and sizes in file_end, the negotiated depth and credits, pipelining,
+// what is not a directory.
 #include "file_transfer_support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -52,6 +53,23 @@ awaitable<proto::status_code> send_by_hand(ar::connection& conn, const proto::he
   m = co_await receive_message(conn);
   BOOST_REQUIRE(std::holds_alternative<proto::status>(m));
   co_return std::get<proto::status>(m).code;
+}
+
+/// The next message or RDMA write with immediate on `conn`, into `in`;
+/// operation_aborted if none comes within `limit`.
+awaitable<std::tuple<ar::error_code, ar::received_message>>
+receive_within(ar::connection& conn, std::span<std::byte> in, std::chrono::milliseconds limit) {
+  asio::cancellation_signal cancel;
+  asio::steady_timer t(conn.get_executor(), limit);
+  t.async_wait([&cancel](ar::error_code e) {
+    if (!e)
+      cancel.emit(asio::cancellation_type::terminal);
+  });
+  auto r = co_await conn.async_receive_message(
+      asio::buffer(in.data(), in.size()),
+      asio::bind_cancellation_slot(cancel.slot(), asio::as_tuple(use_awaitable)));
+  t.cancel();
+  co_return r;
 }
 
 } // namespace
@@ -172,19 +190,8 @@ BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_f
     co_await send_message(server, ok);
 
     std::array<std::byte, 64> in{};
-    auto next_write = [&](std::chrono::milliseconds limit)
-        -> awaitable<std::tuple<ar::error_code, ar::received_message>> {
-      asio::cancellation_signal cancel;
-      asio::steady_timer t(ex, limit);
-      t.async_wait([&cancel](ar::error_code e) {
-        if (!e)
-          cancel.emit(asio::cancellation_type::terminal);
-      });
-      auto r = co_await server.async_receive_message(
-          asio::buffer(in),
-          asio::bind_cancellation_slot(cancel.slot(), asio::as_tuple(use_awaitable)));
-      t.cancel();
-      co_return r;
+    auto next_write = [&](std::chrono::milliseconds limit) {
+      return receive_within(server, in, limit);
     };
     std::uint32_t crc = 0;
     auto take = [&](std::uint32_t seq) -> awaitable<void> {
@@ -222,6 +229,100 @@ BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_f
     BOOST_TEST(!send_ec, send_ec.message());
     BOOST_TEST(sent_result.chunk_size == chunk);
     BOOST_TEST(sent_result.bytes == size);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(the_sender_sends_the_next_entry_before_the_answers_to_the_last) {
+  // Pipelining: the receiver's answers (statuses, credits) are not awaited
+  // between entries; only a file's first chunk waits until every chunk of
+  // the file before it was credited (each file's chunks start at slot 0).
+  asio::io_context io;
+  temp_dir src;
+  fs::create_directory(src.path / "t");
+  write_file(src.path / "t" / "a", 100, 1);
+  write_file(src.path / "t" / "b", 200, 2);
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0);
+    bool sent = false;
+    ar::error_code send_ec;
+    ar::transfer_result sent_result;
+    ar::connection client;
+    const auto port = acceptor.local_endpoint().port();
+    asio::co_spawn(
+        ex,
+        [&]() -> awaitable<void> {
+          ar::connection_options o;
+          o.timeout = std::chrono::seconds(10);
+          client = co_await ar::async_connect(ex, device_address(), port, o, use_awaitable);
+          auto [ec, r] = co_await ar::async_send_tree(client, src.path / "t", sender_options(),
+                                                      asio::as_tuple(use_awaitable));
+          send_ec = ec;
+          sent_result = r;
+          sent = true;
+        },
+        ar::test::report_failure);
+    auto server = co_await acceptor.async_accept(use_awaitable);
+    constexpr std::uint32_t chunk = 4096;
+    ar::memory_region region(server, chunk * 2, ar::access::local_write | ar::access::remote_write);
+    auto m = co_await receive_message(server);
+    BOOST_REQUIRE(std::holds_alternative<proto::hello>(m));
+    co_await send_message(server, proto::hello_ack{chunk, 2, region.remote()});
+    std::array<std::byte, proto::max_message_size> in{};
+    auto next = [&]() -> awaitable<proto::message> {
+      auto [ec, r] = co_await receive_within(server, in, std::chrono::seconds(10));
+      BOOST_REQUIRE_MESSAGE(!ec, ec.message());
+      if (r.rdma_write) {
+        BOOST_REQUIRE(r.immediate.has_value());
+        co_return proto::credit{*r.immediate}; // stands for "a chunk with this sequence"
+      }
+      ar::error_code dec;
+      auto decoded = proto::decode(std::span<const std::byte>(in.data(), r.size), dec);
+      BOOST_REQUIRE(!dec);
+      co_return decoded;
+    };
+    // Not one answer yet, and the sender has sent the directory, the first
+    // file whole and the second file's begin.
+    m = co_await next();
+    BOOST_REQUIRE(std::holds_alternative<proto::file_begin>(m));
+    BOOST_TEST((std::get<proto::file_begin>(m).kind == proto::entry_kind::directory));
+    m = co_await next();
+    BOOST_REQUIRE(std::holds_alternative<proto::file_begin>(m));
+    auto first = std::get<proto::file_begin>(m);
+    BOOST_TEST(first.file_id == 1u);
+    m = co_await next();
+    BOOST_REQUIRE(std::holds_alternative<proto::credit>(m)); // its one chunk
+    BOOST_TEST(std::get<proto::credit>(m).sequence == 0u);
+    m = co_await next();
+    BOOST_REQUIRE(std::holds_alternative<proto::file_end>(m));
+    BOOST_TEST(std::get<proto::file_end>(m).file_id == 1u);
+    m = co_await next();
+    BOOST_REQUIRE(std::holds_alternative<proto::file_begin>(m));
+    auto second = std::get<proto::file_begin>(m);
+    BOOST_TEST(second.file_id == 2u);
+    BOOST_TEST(first.size + second.size == 300u);
+    // The second file's chunk waits for the first file's credit.
+    auto [quiet, extra] = co_await receive_within(server, in, std::chrono::milliseconds(500));
+    BOOST_TEST((quiet == asio::error::operation_aborted), "a chunk came before its slot was free");
+    const proto::status ok0{0, proto::status_code::ok}, ok1{1, proto::status_code::ok},
+        ok2{2, proto::status_code::ok};
+    co_await send_message(server, ok0);        // the directory
+    co_await send_message(server, ok1);        // the first file's begin
+    co_await send_message(server, proto::credit{0});
+    co_await send_message(server, ok1);        // the first file's end
+    co_await send_message(server, ok2);        // the second file's begin
+    m = co_await next();
+    BOOST_REQUIRE(std::holds_alternative<proto::credit>(m)); // its chunk, in slot 0 again
+    BOOST_TEST(std::get<proto::credit>(m).sequence == 0u);
+    m = co_await next();
+    BOOST_REQUIRE(std::holds_alternative<proto::file_end>(m));
+    BOOST_TEST(std::get<proto::file_end>(m).file_id == 2u);
+    co_await send_message(server, proto::credit{0});
+    co_await send_message(server, ok2);
+    co_await wait_until(sent);
+    BOOST_TEST(!send_ec, send_ec.message());
+    BOOST_TEST(sent_result.files == 3u);
+    BOOST_TEST(sent_result.bytes == 300u);
   });
 }
 
