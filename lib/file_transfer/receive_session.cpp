@@ -247,6 +247,7 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
   offered_crc_ = 0;
   next_sequence_ = 0;
   crc_ = 0;
+  write_inline_ = m.size <= inline_write_limit;
   // No job is pending between files (on_end and refuse drained them).
   next_credit_ = 0;
   disk_error_ = {};
@@ -311,6 +312,14 @@ awaitable<error_code> receive_session::on_resume_from(const proto::resume_from& 
 
 void receive_session::submit(std::span<const std::byte> data, std::uint64_t offset) {
   ++submitted_;
+  if (write_inline_) {
+    // A small file: its write costs less than the two thread hand-overs of
+    // the disk strand (no job of it or of an earlier file is pending there).
+    error_code ec;
+    crc_ = proto::crc32c(crc_, data);
+    file_.write_at(data, offset, ec);
+    return on_written(ec);
+  }
   asio::post(disk_, [this, data, offset] {
     // On the disk strand: chunks of this connection one after the other, so
     // the running CRC-32C and the file see them in order.
@@ -384,6 +393,8 @@ awaitable<error_code> receive_session::on_chunk(const received_message& m) {
   submit(slots_.data().subspan(slot * ack_.chunk_size, m.size), received_);
   received_ += m.size;
   ++next_sequence_;
+  if (disk_error_) // an inline write failed (submit wrote it)
+    co_return co_await refuse_write(file_id_, disk_error_, "writing " + name_);
   co_return error_code();
 }
 

@@ -100,11 +100,16 @@ public:
   awaitable<error_code> run(const std::vector<send_entry>& entries) {
     using namespace asio::experimental::awaitable_operators;
     started_ = std::chrono::steady_clock::now();
+    std::vector<std::uint64_t> sizes;
     for (const auto& e : entries) {
       std::error_code sec;
-      if (!e.directory)
-        progress_.bytes_total += std::filesystem::file_size(e.local, sec);
+      if (!e.directory) {
+        auto size = std::filesystem::file_size(e.local, sec);
+        sizes.push_back(sec ? 0 : size);
+        progress_.bytes_total += sizes.back();
+      }
     }
+    offer(sizes);
     if (auto ec = co_await handshake())
       co_return ec;
     // The first to finish ends the other: the writer once every answer is
@@ -156,10 +161,27 @@ private:
     co_return error_code();
   }
 
+  /// Offers no more memory than the files need: a chunk no larger than the
+  /// largest file (whole pages), no more slots than chunks. Registering
+  /// 1 MiB x 4 on both sides for a 1-byte file is most of its start-up.
+  void offer(const std::vector<std::uint64_t>& sizes) {
+    constexpr std::uint64_t page = 4096;
+    std::uint64_t largest = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
+    std::uint64_t chunk = std::clamp<std::uint64_t>((largest + page - 1) / page * page,
+                                                    std::min<std::uint64_t>(page, options_.buffer_size),
+                                                    options_.buffer_size);
+    std::uint64_t chunks = 0;
+    for (auto size : sizes)
+      chunks += (size + chunk - 1) / chunk;
+    offered_chunk_ = static_cast<std::uint32_t>(chunk);
+    offered_depth_ = static_cast<std::uint16_t>(
+        std::clamp<std::uint64_t>(chunks, 1, options_.depth));
+  }
+
   awaitable<error_code> handshake() {
     proto::hello hello;
-    hello.chunk_size = static_cast<std::uint32_t>(options_.buffer_size);
-    hello.depth = options_.depth;
+    hello.chunk_size = offered_chunk_;
+    hello.depth = offered_depth_;
     proto::message m = hello;
     if (auto ec = co_await send_control(conn_, m, out_))
       co_return ec;
@@ -176,8 +198,8 @@ private:
         co_return ec;
     }
     auto* ack = std::get_if<proto::hello_ack>(&m);
-    if (!ack || ack->chunk_size == 0 || ack->chunk_size > options_.buffer_size || ack->slots == 0 ||
-        ack->slots > options_.depth ||
+    if (!ack || ack->chunk_size == 0 || ack->chunk_size > offered_chunk_ || ack->slots == 0 ||
+        ack->slots > offered_depth_ ||
         ack->buffer.length < std::uint64_t(ack->chunk_size) * ack->slots)
       co_return error_code(errc::protocol_error);
     ack_ = *ack;
@@ -479,6 +501,8 @@ private:
   file_transfer_options options_;
   deadline deadline_;
   std::shared_ptr<write_tracker> writes_;
+  std::uint32_t offered_chunk_ = 0;
+  std::uint16_t offered_depth_ = 0;
   proto::hello_ack ack_;
   // The file whose chunks are in flight (the writer posts, the reader credits).
   std::uint64_t posted_ = 0;

@@ -146,8 +146,10 @@ BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_f
   temp_dir src;
   constexpr std::uint32_t chunk = 4096;
   constexpr std::uint16_t slots = 3;
-  constexpr std::size_t chunks = 10;
-  const std::size_t size = chunk * chunks - 5;
+  // Large enough for the sender to offer all of its buffer and depth (it
+  // offers no more than its files need).
+  const std::size_t size = 8 * 64 * 1024 + 5;
+  const std::size_t chunks = (size + chunk - 1) / chunk;
   write_file(src.path / "f", size, 7);
   run(io, [&]() -> awaitable<void> {
     auto ex = co_await asio::this_coro::executor;
