@@ -16,8 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
 
+# Every stage prints "=== label: N s" when it ends, and the total at the end,
+# so each run shows where CI's time goes.
+t0=$SECONDS
 scripts/setup.sh
+echo "=== setup: $((SECONDS - t0)) s"
+t0=$SECONDS
 scripts/build.sh
+echo "=== build: $((SECONDS - t0)) s"
 
 status=0
 passed=0
@@ -25,13 +31,14 @@ failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 run() { # label, command...
-  local label=$1
+  local label=$1 t0=$SECONDS
   shift
   echo "=== $label: $*"
   if ! "$@" 2>&1 | tee "$log"; then
     echo "=== $label: FAILED"
     status=1
   fi
+  echo "=== $label: $((SECONDS - t0)) s"
   # Add up ctest's "N% tests passed, F tests failed out of T".
   local line
   line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
@@ -69,4 +76,5 @@ else
   status=1
 fi
 echo "$passed passed, $failed failed"
+echo "=== total: $SECONDS s"
 exit $status
