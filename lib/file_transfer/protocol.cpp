@@ -1,4 +1,4 @@
-// Encoding and decoding of the file transfer's control messages (version 2).
+// Encoding and decoding of the file transfer's control messages (version 3).
 #include "protocol.hpp"
 
 #include <array>
@@ -84,7 +84,7 @@ constexpr std::size_t fixed_size(message_type t) noexcept {
   case message_type::credit:
     return 16;
   case message_type::status:
-    return 16;
+    return 24;
   case message_type::challenge:
   case message_type::proof:
     return header_size + 32;
@@ -145,6 +145,8 @@ struct encoder {
     w.put(m.file_id);
     w.put(static_cast<std::uint16_t>(m.code));
     w.put(std::uint16_t(0));
+    w.put(m.credited);
+    w.put(std::uint32_t(0));
   }
   void operator()(const challenge& m) noexcept {
     w.header(message_type::challenge);
@@ -263,6 +265,9 @@ message decode(std::span<const std::byte> in, error_code& ec) noexcept {
     m.file_id = r.get<std::uint32_t>();
     m.code = static_cast<status_code>(r.get<std::uint16_t>());
     if (r.get<std::uint16_t>() != 0)
+      return fail(ec);
+    m.credited = r.get<std::uint32_t>();
+    if (r.get<std::uint32_t>() != 0)
       return fail(ec);
     return m;
   }

@@ -1,10 +1,11 @@
-// asio-rdma: the wire format of the file transfer (version 2), as pure
+// asio-rdma: the wire format of the file transfer (version 3), as pure
 // encode/decode functions. See docs/file_transfer.md for the message flow.
 //
 // Every control message is one RC send that starts with an 8-byte header:
 //   magic   u32  0x52444654 ("RDFT")
-//   version u8   2 (1 had no resume: file_begin's flags were reserved, and
-//                   resume_point / resume_from did not exist)
+//   version u8   3 (2 answered every file_begin with a status, numbered
+//                   chunks per file and had no `credited` in a status; 1 had
+//                   no resume)
 //   type    u8   message_type
 //   reserved u16 0
 // followed by a fixed layout per type; integers are in network byte order and
@@ -26,7 +27,7 @@
 namespace asio_rdma::detail::file_protocol {
 
 inline constexpr std::uint32_t magic = 0x52444654; // "RDFT"
-inline constexpr std::uint8_t version = 2;
+inline constexpr std::uint8_t version = 3;
 inline constexpr std::size_t header_size = 8;
 /// Longest relative name on the wire (bytes, without terminator).
 inline constexpr std::size_t max_name_length = 4096;
@@ -39,7 +40,7 @@ enum class message_type : std::uint8_t {
   file_begin = 3,   ///< sender -> receiver: a file or directory to create (28 bytes + name)
   file_end = 4,     ///< sender -> receiver: all data written; size and CRC-32C (24 bytes)
   credit = 5,       ///< receiver -> sender: the chunk with this sequence is on disk (16 bytes)
-  status = 6,       ///< receiver -> sender: result of a file_begin / file_end (16 bytes)
+  status = 6,       ///< receiver -> sender: result of a file / directory (24 bytes)
   challenge = 7,    ///< receiver -> sender: a nonce to prove the shared secret on (40 bytes)
   proof = 8,        ///< sender -> receiver: HMAC-SHA256(secret, nonce) (40 bytes)
   resume_point = 9, ///< receiver -> sender: verified prefix of a resumable file (24 bytes)
@@ -102,14 +103,22 @@ struct file_end {
   friend bool operator==(const file_end&, const file_end&) = default;
 };
 
+/// Chunk `sequence` (counted over the transfer, from 0 after the hello_ack,
+/// mod 2^32) is on disk: its slot may be written again.
 struct credit {
   std::uint32_t sequence = 0;
   friend bool operator==(const credit&, const credit&) = default;
 };
 
+/// The verdict on an entry: after a file's file_end (ok or not), after a
+/// directory's file_begin, or a refusal of a file_begin. A receiver answers
+/// entries in order, and an ok file_begin of a file gets no status at all.
 struct status {
   std::uint32_t file_id = 0;
   status_code code = status_code::ok;
+  /// Chunks of this transfer credited so far, counting this status (mod
+  /// 2^32): the credits of the file's last chunks travel in its status.
+  std::uint32_t credited = 0;
   friend bool operator==(const status&, const status&) = default;
 };
 

@@ -152,6 +152,9 @@ awaitable<error_code> receive_session::on_hello(const proto::hello& m) {
   }
   ack_.chunk_size = chunk;
   ack_.slots = slots;
+  // Chunks are counted over the transfer that this hello starts.
+  next_sequence_ = 0;
+  next_credit_ = 0;
   ack_.buffer = slots_.remote();
   result_.chunk_size = chunk;
   proto::message reply_message = ack_;
@@ -245,15 +248,15 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
   received_ = 0;
   offered_ = 0;
   offered_crc_ = 0;
-  next_sequence_ = 0;
   crc_ = 0;
   write_inline_ = m.size <= inline_write_limit;
   // No job is pending between files (on_end and refuse drained them).
-  next_credit_ = 0;
   disk_error_ = {};
   disk_failed_ = false;
+  // A file's begin is answered only when refused (or resumable): the sender
+  // does not wait for it, and its data follows at once.
   if (!(m.flags & proto::flag_resume))
-    co_return co_await reply(m.file_id, proto::status_code::ok);
+    co_return error_code();
   co_return co_await offer_resume(m.file_id, offset);
 }
 
@@ -347,12 +350,16 @@ void receive_session::on_written(error_code ec) {
   drained_.cancel();
 }
 
+bool receive_session::credit_sendable() const noexcept {
+  return credits_due_ > 0 && !(holding_ && next_credit_ == held_sequence_);
+}
+
 void receive_session::pump_credits() {
   auto& ring = *credits_;
   // A buffer is reused only once the send that used it completed (almost
   // always long before: the ring holds twice the chunks in flight); a send
   // that completes calls this again.
-  while (credits_due_ > 0 && !ring.error) {
+  while (credit_sendable() && !ring.error) {
     std::size_t index = credit_next_ % ring.buffers.size();
     if (ring.busy[index])
       break;
@@ -379,7 +386,7 @@ awaitable<void> receive_session::drain() {
   // Disk writes end by themselves (no deadline: their jobs cannot be
   // abandoned while they read the slots); credits end when the connection
   // does, or its send fails.
-  while (written_ != submitted_ || (credits_due_ > 0 && !credits_->error && conn_.is_open()))
+  while (written_ != submitted_ || (credit_sendable() && !credits_->error && conn_.is_open()))
     co_await drained_.async_wait(as_awaitable_tuple);
 }
 
@@ -390,6 +397,11 @@ awaitable<error_code> receive_session::on_chunk(const received_message& m) {
   if (disk_error_)
     co_return co_await refuse_write(file_id_, disk_error_, "writing " + name_);
   std::size_t slot = next_sequence_ % ack_.slots;
+  if (received_ + m.size == size_) {
+    // The file's last chunk: its credit goes with the file's status.
+    holding_ = true;
+    held_sequence_ = next_sequence_;
+  }
   submit(slots_.data().subspan(slot * ack_.chunk_size, m.size), received_);
   received_ += m.size;
   ++next_sequence_;
@@ -440,6 +452,11 @@ awaitable<error_code> receive_session::reply(std::uint32_t file_id, proto::statu
   proto::status s;
   s.file_id = file_id;
   s.code = code;
+  // Every chunk written and not yet credited is credited by this status.
+  next_credit_ += credits_due_;
+  credits_due_ = 0;
+  holding_ = false;
+  s.credited = next_credit_;
   proto::message m = s;
   co_return co_await send_control(conn_, m, out_);
 }

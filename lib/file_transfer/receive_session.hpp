@@ -55,6 +55,8 @@ private:
   void on_written(error_code ec);
   /// Sends the credits of the chunks on disk, in order, as buffers free up.
   void pump_credits();
+  /// A credit is due that is not held back for the file's status.
+  bool credit_sendable() const noexcept;
   /// Waits until every submitted chunk is written and its credit posted.
   boost::asio::awaitable<void> drain();
 
@@ -114,7 +116,11 @@ private:
   std::uint32_t submitted_ = 0;       ///< chunks handed to the strand (this file)
   std::uint32_t written_ = 0;         ///< of them, completed (on_written ran)
   std::uint32_t credits_due_ = 0;     ///< written, credit not yet posted
-  std::uint32_t next_credit_ = 0;     ///< sequence of the next credit
+  std::uint32_t next_credit_ = 0;     ///< sequence of the next credit (of the transfer)
+  /// The credit of the current file's last chunk waits for the file's status
+  /// (one message fewer per file).
+  bool holding_ = false;
+  std::uint32_t held_sequence_ = 0;
   /// Files up to this size are written on the connection's executor, not
   /// handed to the disk strand: for them the hand-over costs more than the
   /// write (two thread wake-ups per chunk; measured in bench/RESULTS.md).
@@ -138,7 +144,7 @@ private:
   std::uint32_t mode_ = 0;
   std::uint64_t size_ = 0;
   std::uint64_t received_ = 0;
-  std::uint32_t next_sequence_ = 0;
+  std::uint32_t next_sequence_ = 0; ///< of the next chunk, counted over the transfer
   std::uint32_t crc_ = 0;
   /// Kept as NAME.<key>.resume.part when the connection is lost.
   bool resumable_ = false;

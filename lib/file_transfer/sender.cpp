@@ -79,11 +79,13 @@ error_code status_error(proto::status_code code) noexcept {
 /// An answer the sender expects from the receiver, in the order the
 /// receiver sends them (it handles the sender's messages one after the other).
 struct expected_answer {
-  enum kind_type : std::uint8_t { begin_status, resume_point, end_status };
+  enum kind_type : std::uint8_t { status, resume_point };
   std::uint32_t file_id = 0;
-  kind_type kind = begin_status;
-  bool counts = false;    ///< an ok ends the entry: result_.files + 1
+  kind_type kind = status;
   std::uint64_t size = 0; ///< bytes the entry adds to result_.bytes
+  /// Chunks sent before the answer was asked for: a status credits exactly
+  /// these (the receiver answers after the entry's last chunk).
+  std::uint64_t chunks = 0;
 };
 
 /// Sends entries pipelined: the next file_begin goes out before the earlier
@@ -248,16 +250,19 @@ private:
     co_return error_code();
   }
 
-  /// Sends a file_begin; its answer (a status, or with `resume` a
-  /// resume_point) comes to the reader.
+  /// Sends a file_begin. A directory's status, or with `resume` a file's
+  /// resume_point, comes to the reader; a file's begin is answered only
+  /// when refused.
   awaitable<error_code> begin(const send_entry& e, std::uint32_t file_id, std::uint32_t mode,
                               std::uint64_t size, bool resume) {
-    expected_answer a;
-    a.file_id = file_id;
-    a.kind = resume ? expected_answer::resume_point : expected_answer::begin_status;
-    a.counts = e.directory;
-    if (auto ec = co_await expect(a))
-      co_return ec;
+    if (e.directory || resume) {
+      expected_answer a;
+      a.file_id = file_id;
+      a.kind = resume ? expected_answer::resume_point : expected_answer::status;
+      a.chunks = posted_;
+      if (auto ec = co_await expect(a))
+        co_return ec;
+    }
     proto::file_begin b;
     b.file_id = file_id;
     b.kind = e.directory ? proto::entry_kind::directory : proto::entry_kind::file;
@@ -355,16 +360,11 @@ private:
       result_.bytes_resumed += start;
     }
     std::uint64_t chunks = (size - start + ack_.chunk_size - 1) / ack_.chunk_size;
-    // Chunk sequences (and the receiver's slots) start anew with each file:
-    // the earlier file's chunks must all have been credited first.
-    while (credits_ < posted_)
-      if (auto ec = co_await await_reader())
-        co_return ec;
-    credits_ = 0;
-    posted_ = 0;
-    for (std::uint64_t seq = 0; seq < chunks; ++seq) {
-      // The receiver's slot for this chunk must have been handed back, and
-      // our own buffer's previous write must have completed.
+    for (std::uint64_t i = 0; i < chunks; ++i) {
+      // Chunks are numbered over the transfer, and go round the receiver's
+      // slots: this one's slot must have been handed back, and our own
+      // buffer's previous write must have completed.
+      const std::uint64_t seq = posted_;
       while (credits_ + ack_.slots <= seq || writes_->posted - writes_->done >= ack_.slots)
         if (auto ec = co_await await_reader())
           co_return ec;
@@ -372,7 +372,7 @@ private:
         co_return writes_->error;
       if (auto ec = co_await cancelled())
         co_return ec;
-      std::uint64_t offset = start + seq * ack_.chunk_size;
+      std::uint64_t offset = start + i * ack_.chunk_size;
       auto length =
           static_cast<std::size_t>(std::min<std::uint64_t>(ack_.chunk_size, size - offset));
       std::size_t local_slot = writes_->posted % ack_.slots;
@@ -396,9 +396,8 @@ private:
     }
     expected_answer a;
     a.file_id = file_id;
-    a.kind = expected_answer::end_status;
-    a.counts = true;
     a.size = size;
+    a.chunks = posted_;
     if (auto ec = co_await expect(a))
       co_return ec;
     proto::file_end end;
@@ -450,25 +449,23 @@ private:
   /// that answers nothing the sender asked.
   error_code take(const proto::message& m) {
     if (auto* c = std::get_if<proto::credit>(&m)) {
-      if (c->sequence != credits_ || credits_ >= posted_)
+      if (c->sequence != static_cast<std::uint32_t>(credits_) || credits_ >= posted_)
         return errc::protocol_error;
-      std::uint64_t bytes = lengths_[credits_ % ack_.slots];
-      progress_.bytes_done += bytes;
-      result_.bytes_sent += bytes;
-      ++credits_;
-      report_progress(false);
+      credit(1);
       return {};
     }
     if (expected_count_ == 0)
       return errc::protocol_error;
     const expected_answer& a = expected_[expected_head_];
     if (auto* s = std::get_if<proto::status>(&m)) {
-      if (a.kind == expected_answer::resume_point || s->file_id != a.file_id)
+      // It credits what the entry's chunks left uncredited, no more.
+      auto more = static_cast<std::uint32_t>(s->credited - static_cast<std::uint32_t>(credits_));
+      if (a.kind != expected_answer::status || s->file_id != a.file_id ||
+          credits_ + more != a.chunks)
         return errc::protocol_error;
-      if (a.counts) {
-        ++result_.files;
-        result_.bytes += a.size;
-      }
+      credit(more);
+      ++result_.files;
+      result_.bytes += a.size;
     } else if (auto* p = std::get_if<proto::resume_point>(&m)) {
       if (a.kind != expected_answer::resume_point || p->file_id != a.file_id)
         return errc::protocol_error;
@@ -479,6 +476,16 @@ private:
     expected_head_ = (expected_head_ + 1) % max_expected;
     --expected_count_;
     return {};
+  }
+
+  /// `n` more chunks are on the receiver's disk.
+  void credit(std::uint64_t n) {
+    for (; n > 0; --n, ++credits_) {
+      std::uint64_t bytes = lengths_[credits_ % ack_.slots];
+      progress_.bytes_done += bytes;
+      result_.bytes_sent += bytes;
+    }
+    report_progress(false);
   }
 
   /// Calls on_progress if progress_interval passed since the last call (or
@@ -504,7 +511,7 @@ private:
   std::uint32_t offered_chunk_ = 0;
   std::uint16_t offered_depth_ = 0;
   proto::hello_ack ack_;
-  // The file whose chunks are in flight (the writer posts, the reader credits).
+  // Chunks of the transfer (the writer posts, the reader credits).
   std::uint64_t posted_ = 0;
   std::uint64_t credits_ = 0;
   std::vector<std::uint32_t> lengths_; ///< of the chunk in each receiver slot

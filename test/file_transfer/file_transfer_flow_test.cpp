@@ -25,10 +25,7 @@ enum class file_end_fault { none, wrong_crc, wrong_size };
 awaitable<proto::status_code> send_by_hand(ar::connection& conn, const proto::hello_ack& ack,
                                            std::size_t size, file_end_fault fault) {
   proto::file_begin b{0, proto::entry_kind::file, 0644, size, "checked.bin"};
-  co_await send_message(conn, b);
-  auto m = co_await receive_message(conn);
-  BOOST_REQUIRE(std::holds_alternative<proto::status>(m));
-  BOOST_REQUIRE((std::get<proto::status>(m).code == proto::status_code::ok));
+  co_await send_message(conn, b); // accepted: no answer
   ar::memory_region local(conn, size, ar::access::local_write);
   for (std::size_t i = 0; i < size; ++i)
     local.data()[i] = ar::test::pattern(9, i);
@@ -41,8 +38,9 @@ awaitable<proto::status_code> send_by_hand(ar::connection& conn, const proto::he
                                        ack.buffer.slice(seq * ack.chunk_size, length),
                                        static_cast<std::uint32_t>(seq), use_awaitable);
   }
-  for (std::size_t seq = 0; seq < chunks; ++seq) {
-    m = co_await receive_message(conn);
+  // The credits of all but the last chunk; the last one's comes with the status.
+  for (std::size_t seq = 0; seq + 1 < chunks; ++seq) {
+    auto m = co_await receive_message(conn);
     BOOST_REQUIRE(std::holds_alternative<proto::credit>(m));
     BOOST_TEST(std::get<proto::credit>(m).sequence == seq);
   }
@@ -50,8 +48,10 @@ awaitable<proto::status_code> send_by_hand(ar::connection& conn, const proto::he
   proto::file_end e{0, fault == file_end_fault::wrong_crc ? crc ^ 1u : crc,
                     fault == file_end_fault::wrong_size ? size + 1 : size};
   co_await send_message(conn, e);
-  m = co_await receive_message(conn);
+  auto m = co_await receive_message(conn);
   BOOST_REQUIRE(std::holds_alternative<proto::status>(m));
+  if (std::get<proto::status>(m).code == proto::status_code::ok)
+    BOOST_TEST(std::get<proto::status>(m).credited == chunks);
   co_return std::get<proto::status>(m).code;
 }
 
@@ -188,8 +188,6 @@ BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_f
     m = co_await receive_message(server);
     BOOST_REQUIRE(std::holds_alternative<proto::file_begin>(m));
     BOOST_TEST(std::get<proto::file_begin>(m).size == size);
-    const proto::status ok{0, proto::status_code::ok};
-    co_await send_message(server, ok);
 
     std::array<std::byte, 64> in{};
     auto next_write = [&](std::chrono::milliseconds limit) {
@@ -226,7 +224,8 @@ BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_f
     BOOST_REQUIRE(std::holds_alternative<proto::file_end>(m));
     BOOST_TEST(std::get<proto::file_end>(m).size == size);
     BOOST_TEST(std::get<proto::file_end>(m).crc32c == crc);
-    co_await send_message(server, ok);
+    co_await send_message(server, proto::status{0, proto::status_code::ok,
+                                                static_cast<std::uint32_t>(chunks)});
     co_await wait_until(sent);
     BOOST_TEST(!send_ec, send_ec.message());
     BOOST_TEST(sent_result.chunk_size == chunk);
@@ -235,14 +234,15 @@ BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_f
 }
 
 BOOST_AUTO_TEST_CASE(the_sender_sends_the_next_entry_before_the_answers_to_the_last) {
-  // Pipelining: the receiver's answers (statuses, credits) are not awaited
-  // between entries; only a file's first chunk waits until every chunk of
-  // the file before it was credited (each file's chunks start at slot 0).
+  // Pipelining: the receiver's answers are not awaited between entries. Chunks
+  // are numbered over the transfer and go round the slots, so a chunk waits
+  // only for its slot's credit, which a file's status may carry.
   asio::io_context io;
   temp_dir src;
   fs::create_directory(src.path / "t");
   write_file(src.path / "t" / "a", 100, 1);
   write_file(src.path / "t" / "b", 200, 2);
+  write_file(src.path / "t" / "c", 300, 3);
   run(io, [&]() -> awaitable<void> {
     auto ex = co_await asio::this_coro::executor;
     ar::acceptor acceptor(ex, device_address(), 0);
@@ -271,60 +271,95 @@ BOOST_AUTO_TEST_CASE(the_sender_sends_the_next_entry_before_the_answers_to_the_l
     BOOST_REQUIRE(std::holds_alternative<proto::hello>(m));
     co_await send_message(server, proto::hello_ack{chunk, 2, region.remote()});
     std::array<std::byte, proto::max_message_size> in{};
+    // The next message, or a chunk written with immediate (returned as a
+    // credit with the chunk's sequence).
     auto next = [&]() -> awaitable<proto::message> {
       auto [ec, r] = co_await receive_within(server, in, std::chrono::seconds(10));
       BOOST_REQUIRE_MESSAGE(!ec, ec.message());
       if (r.rdma_write) {
         BOOST_REQUIRE(r.immediate.has_value());
-        co_return proto::credit{*r.immediate}; // stands for "a chunk with this sequence"
+        co_return proto::credit{*r.immediate};
       }
       ar::error_code dec;
       auto decoded = proto::decode(std::span<const std::byte>(in.data(), r.size), dec);
       BOOST_REQUIRE(!dec);
       co_return decoded;
     };
-    // Not one answer yet, and the sender has sent the directory, the first
-    // file whole and the second file's begin.
-    m = co_await next();
-    BOOST_REQUIRE(std::holds_alternative<proto::file_begin>(m));
-    BOOST_TEST((std::get<proto::file_begin>(m).kind == proto::entry_kind::directory));
-    m = co_await next();
-    BOOST_REQUIRE(std::holds_alternative<proto::file_begin>(m));
-    auto first = std::get<proto::file_begin>(m);
-    BOOST_TEST(first.file_id == 1u);
-    m = co_await next();
-    BOOST_REQUIRE(std::holds_alternative<proto::credit>(m)); // its one chunk
-    BOOST_TEST(std::get<proto::credit>(m).sequence == 0u);
-    m = co_await next();
-    BOOST_REQUIRE(std::holds_alternative<proto::file_end>(m));
-    BOOST_TEST(std::get<proto::file_end>(m).file_id == 1u);
-    m = co_await next();
-    BOOST_REQUIRE(std::holds_alternative<proto::file_begin>(m));
-    auto second = std::get<proto::file_begin>(m);
-    BOOST_TEST(second.file_id == 2u);
-    BOOST_TEST(first.size + second.size == 300u);
-    // The second file's chunk waits for the first file's credit.
+    auto expect_begin = [&](std::uint32_t id) -> awaitable<std::uint64_t> {
+      auto b = co_await next();
+      BOOST_REQUIRE(std::holds_alternative<proto::file_begin>(b));
+      BOOST_TEST(std::get<proto::file_begin>(b).file_id == id);
+      co_return std::get<proto::file_begin>(b).size;
+    };
+    auto expect_chunk_and_end = [&](std::uint32_t seq, std::uint32_t id) -> awaitable<void> {
+      auto w = co_await next();
+      BOOST_REQUIRE(std::holds_alternative<proto::credit>(w));
+      BOOST_TEST(std::get<proto::credit>(w).sequence == seq);
+      auto e = co_await next();
+      BOOST_REQUIRE(std::holds_alternative<proto::file_end>(e));
+      BOOST_TEST(std::get<proto::file_end>(e).file_id == id);
+    };
+    // Not one answer yet, and the sender has sent the directory and two files
+    // whole (chunks 0 and 1, one per slot), and the third file's begin.
+    co_await expect_begin(0);
+    std::uint64_t sizes = co_await expect_begin(1);
+    co_await expect_chunk_and_end(0, 1);
+    sizes += co_await expect_begin(2);
+    co_await expect_chunk_and_end(1, 2);
+    sizes += co_await expect_begin(3);
+    BOOST_TEST(sizes == 600u);
+    // The third file's chunk (2) goes to slot 0: it waits for chunk 0's credit.
     auto [quiet, extra] = co_await receive_within(server, in, std::chrono::milliseconds(500));
     BOOST_TEST((quiet == asio::error::operation_aborted), "a chunk came before its slot was free");
-    const proto::status ok0{0, proto::status_code::ok}, ok1{1, proto::status_code::ok},
-        ok2{2, proto::status_code::ok};
-    co_await send_message(server, ok0);        // the directory
-    co_await send_message(server, ok1);        // the first file's begin
-    co_await send_message(server, proto::credit{0});
-    co_await send_message(server, ok1);        // the first file's end
-    co_await send_message(server, ok2);        // the second file's begin
-    m = co_await next();
-    BOOST_REQUIRE(std::holds_alternative<proto::credit>(m)); // its chunk, in slot 0 again
-    BOOST_TEST(std::get<proto::credit>(m).sequence == 0u);
-    m = co_await next();
-    BOOST_REQUIRE(std::holds_alternative<proto::file_end>(m));
-    BOOST_TEST(std::get<proto::file_end>(m).file_id == 2u);
-    co_await send_message(server, proto::credit{0});
-    co_await send_message(server, ok2);
+    co_await send_message(server, proto::status{0, proto::status_code::ok, 0}); // the directory
+    co_await send_message(server, proto::status{1, proto::status_code::ok, 1}); // credits chunk 0
+    co_await expect_chunk_and_end(2, 3);
+    co_await send_message(server, proto::status{2, proto::status_code::ok, 2});
+    co_await send_message(server, proto::status{3, proto::status_code::ok, 3});
     co_await wait_until(sent);
     BOOST_TEST(!send_ec, send_ec.message());
-    BOOST_TEST(sent_result.files == 3u);
-    BOOST_TEST(sent_result.bytes == 300u);
+    BOOST_TEST(sent_result.files == 4u);
+    BOOST_TEST(sent_result.bytes == 600u);
+    BOOST_TEST(sent_result.bytes_sent == 600u);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_status_that_credits_more_than_its_file_sent_is_a_protocol_error) {
+  asio::io_context io;
+  temp_dir src;
+  write_file(src.path / "f", 100, 1);
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0);
+    bool sent = false;
+    ar::error_code send_ec;
+    ar::connection client;
+    const auto port = acceptor.local_endpoint().port();
+    asio::co_spawn(
+        ex,
+        [&]() -> awaitable<void> {
+          ar::connection_options o;
+          o.timeout = std::chrono::seconds(10);
+          client = co_await ar::async_connect(ex, device_address(), port, o, use_awaitable);
+          auto [ec, r] = co_await ar::async_send_file(client, src.path / "f", sender_options(),
+                                                      asio::as_tuple(use_awaitable));
+          send_ec = ec;
+          sent = true;
+        },
+        ar::test::report_failure);
+    auto server = co_await acceptor.async_accept(use_awaitable);
+    ar::memory_region region(server, 4096, ar::access::local_write | ar::access::remote_write);
+    auto m = co_await receive_message(server);
+    BOOST_REQUIRE(std::holds_alternative<proto::hello>(m));
+    co_await send_message(server, proto::hello_ack{4096, 1, region.remote()});
+    std::array<std::byte, proto::max_message_size> in{};
+    for (int i = 0; i < 3; ++i) { // begin, the chunk, end
+      auto [ec, r] = co_await receive_within(server, in, std::chrono::seconds(10));
+      BOOST_REQUIRE_MESSAGE(!ec, ec.message());
+    }
+    co_await send_message(server, proto::status{0, proto::status_code::ok, 2}); // 1 chunk was sent
+    co_await wait_until(sent);
+    BOOST_TEST((send_ec == ar::errc::protocol_error), send_ec.message());
   });
 }
 

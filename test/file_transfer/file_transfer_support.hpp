@@ -137,6 +137,20 @@ inline awaitable<void> wait_until(const bool& flag,
   BOOST_REQUIRE_MESSAGE(flag, "the receiver did not finish in time");
 }
 
+/// Waits until `dir` holds a temporary (NAME.XXXXXX.part): the receiver took
+/// a file_begin (an accepted one is not answered).
+inline awaitable<void> wait_for_temporary(const fs::path& dir,
+                                          std::chrono::seconds limit = std::chrono::seconds(30)) {
+  auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer t(ex);
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (part_files(dir).empty() && std::chrono::steady_clock::now() < deadline) {
+    t.expires_after(std::chrono::milliseconds(5));
+    co_await t.async_wait(use_awaitable);
+  }
+  BOOST_REQUIRE_MESSAGE(!part_files(dir).empty(), "the receiver took no file_begin in time");
+}
+
 inline awaitable<ar::connection> connect_to(const ar::file_receiver& r) {
   auto ex = co_await asio::this_coro::executor;
   ar::connection_options options;

@@ -57,6 +57,8 @@ BOOST_AUTO_TEST_CASE(every_message_round_trips) {
   BOOST_TEST(round_trip(c));
   proto::status s{9, proto::status_code::checksum_mismatch};
   BOOST_TEST(round_trip(s));
+  proto::status credited{9, proto::status_code::ok, 0xfffffff0u};
+  BOOST_TEST(round_trip(credited));
   proto::file_begin r{9, proto::entry_kind::file, 0644, 100, name, proto::flag_resume};
   BOOST_TEST(round_trip(r));
   proto::resume_point p{9, 0x12345678u, 65536};
@@ -70,12 +72,15 @@ BOOST_AUTO_TEST_CASE(every_message_round_trips) {
 BOOST_AUTO_TEST_CASE(layout_is_fixed_and_in_network_byte_order) {
   auto bytes = encoded(proto::hello{0x01020304u, 0x0506});
   BOOST_TEST(bytes.size() == 16u);
-  const unsigned char expected[16] = {'R', 'D', 'F', 'T', 2, 1, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0};
+  const unsigned char expected[16] = {'R', 'D', 'F', 'T', 3, 1, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0};
   BOOST_TEST(std::memcmp(bytes.data(), expected, 16) == 0);
   BOOST_TEST(encoded(proto::hello_ack{}).size() == 40u);
   BOOST_TEST(encoded(proto::file_end{}).size() == 24u);
   BOOST_TEST(encoded(proto::credit{}).size() == 16u);
-  BOOST_TEST(encoded(proto::status{}).size() == 16u);
+  BOOST_TEST(encoded(proto::status{}).size() == 24u);
+  auto status = encoded(proto::status{1, proto::status_code::ok, 0x0a0b0c0du});
+  BOOST_TEST(int(status[16]) == 0x0a); // credited, big-endian, after the reserved u16
+  BOOST_TEST(int(status[19]) == 0x0d);
   BOOST_TEST(encoded(proto::resume_point{}).size() == 24u);
   BOOST_TEST(encoded(proto::resume_from{}).size() == 24u);
   auto resume = encoded(proto::resume_from{1, 0x0102030405060708ull});
@@ -113,7 +118,10 @@ BOOST_AUTO_TEST_CASE(malformed_messages_are_protocol_errors) {
   bad[4] = std::byte{1};
   check(bad, "version 1 (no resume) is refused");
   bad = good;
-  bad[4] = std::byte{3};
+  bad[4] = std::byte{2};
+  check(bad, "version 2 (a status per file_begin, chunks numbered per file) is refused");
+  bad = good;
+  bad[4] = std::byte{4};
   check(bad, "unknown version");
   bad = good;
   bad[5] = std::byte{99};
@@ -124,6 +132,9 @@ BOOST_AUTO_TEST_CASE(malformed_messages_are_protocol_errors) {
   bad = good;
   bad[15] = std::byte{1};
   check(bad, "reserved payload bytes");
+  bad = encoded(proto::status{1, proto::status_code::ok, 5});
+  bad[23] = std::byte{1};
+  check(bad, "a status's reserved bytes after credited");
 
   auto begin = encoded(proto::file_begin{1, proto::entry_kind::file, 0600, 5, "abc"});
   bad = begin;

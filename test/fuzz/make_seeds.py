@@ -41,7 +41,7 @@ write("queue_pair_endpoint", "truncated", qp_endpoint(2, 0x11, 1, 0, 1, 3, ROCE_
 MAGIC = 0x52444654
 
 
-def header(t, version=2):
+def header(t, version=3):
     return struct.pack(">IBBH", MAGIC, version, t, 0)
 
 
@@ -57,10 +57,10 @@ for name, kind, flags, mode, size, text in [("file_begin", 1, 0, 0o644, 1000, "d
           header(3) + struct.pack(">IBBHIQ", 7, kind, flags, len(raw), mode, size) + raw)
 write("file_protocol", "file_end", header(4) + struct.pack(">IIQ", 7, 0xE3069283, 1000))
 write("file_protocol", "credit", header(5) + struct.pack(">II", 42, 0))
-write("file_protocol", "status", header(6) + struct.pack(">IHH", 7, 4, 0))
+write("file_protocol", "status", header(6) + struct.pack(">IHHII", 7, 4, 0, 12, 0))
 write("file_protocol", "resume_point", header(9) + struct.pack(">IIQ", 7, 0xE3069283, 65536))
 write("file_protocol", "resume_from", header(10) + struct.pack(">IIQ", 7, 0, 65536))
-write("file_protocol", "version_1_hello", header(1, version=1) + struct.pack(">IHH", 1 << 20, 8, 0))
+write("file_protocol", "version_2_hello", header(1, version=2) + struct.pack(">IHH", 1 << 20, 8, 0))
 write("file_protocol", "bad_magic", struct.pack(">IBBH", 0x12345678, 1, 1, 0) + b"\0" * 8)
 
 params = b"RB" + struct.pack("<BBBBHIII", 1, 1, 1, 1, 16, 4096, 64, 0)
