@@ -204,7 +204,7 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
     if (ec)
       co_return co_await refuse_io(m.file_id, ec, "creating the directory " + f.name);
     f.directory = true;
-    if ((ec = co_await reply(m.file_id, proto::status_code::ok)))
+    if ((ec = co_await post_ok(m.file_id)))
       co_return ec;
     completed(std::move(f));
     co_return error_code();
@@ -365,20 +365,8 @@ void receive_session::pump_credits() {
       break;
     proto::credit c;
     c.sequence = next_credit_++;
-    std::size_t n = proto::encode(c, ring.buffers[index]);
-    ring.busy[index] = 1;
-    ++credit_next_;
     --credits_due_;
-    conn_.async_send(asio::buffer(ring.buffers[index].data(), n),
-                     [r = credits_, index](error_code ec, std::size_t) {
-                       if (ec && !r->error)
-                         r->error = ec;
-                       r->busy[index] = 0;
-                       if (r->owner) {
-                         r->owner->pump_credits();
-                         r->owner->drained_.cancel();
-                       }
-                     });
+    send_from_ring(index, c);
   }
 }
 
@@ -442,13 +430,13 @@ awaitable<error_code> receive_session::on_end(const proto::file_end& m) {
   f.size = size_;
   f.mode = mode_;
   result_.bytes += size_;
-  if ((ec = co_await reply(m.file_id, proto::status_code::ok)))
+  if ((ec = co_await post_ok(m.file_id)))
     co_return ec;
   completed(std::move(f));
   co_return error_code();
 }
 
-awaitable<error_code> receive_session::reply(std::uint32_t file_id, proto::status_code code) {
+proto::status receive_session::make_status(std::uint32_t file_id, proto::status_code code) {
   proto::status s;
   s.file_id = file_id;
   s.code = code;
@@ -457,8 +445,40 @@ awaitable<error_code> receive_session::reply(std::uint32_t file_id, proto::statu
   credits_due_ = 0;
   holding_ = false;
   s.credited = next_credit_;
-  proto::message m = s;
+  return s;
+}
+
+awaitable<error_code> receive_session::reply(std::uint32_t file_id, proto::status_code code) {
+  proto::message m = make_status(file_id, code);
   co_return co_await send_control(conn_, m, out_);
+}
+
+awaitable<error_code> receive_session::post_ok(std::uint32_t file_id) {
+  auto& ring = *credits_;
+  std::size_t index = credit_next_ % ring.buffers.size();
+  while (ring.busy[index] && !ring.error) // a send completing cancels drained_
+    co_await drained_.async_wait(as_awaitable_tuple);
+  if (ring.error)
+    co_return ring.error;
+  send_from_ring(index, make_status(file_id, proto::status_code::ok));
+  co_return error_code();
+}
+
+void receive_session::send_from_ring(std::size_t index, const proto::message& m) {
+  auto& ring = *credits_;
+  std::size_t n = proto::encode(m, ring.buffers[index]);
+  ring.busy[index] = 1;
+  ++credit_next_;
+  conn_.async_send(asio::buffer(ring.buffers[index].data(), n),
+                   [r = credits_, index](error_code ec, std::size_t) {
+                     if (ec && !r->error)
+                       r->error = ec;
+                     r->busy[index] = 0;
+                     if (r->owner) {
+                       r->owner->pump_credits();
+                       r->owner->drained_.cancel();
+                     }
+                   });
 }
 
 awaitable<error_code> receive_session::refuse(std::uint32_t file_id, proto::status_code code,

@@ -38,10 +38,11 @@ public:
   boost::asio::awaitable<error_code> run();
 
 private:
-  /// Small credit messages in flight, each in its own buffer until its send
-  /// completed; shared with the send handlers, which may outlive the session.
+  /// Small messages in flight (credits, and the ok statuses of files), each
+  /// in its own buffer until its send completed; shared with the send
+  /// handlers, which may outlive the session.
   struct credit_ring {
-    std::vector<std::array<std::byte, 16>> buffers;
+    std::vector<std::array<std::byte, 32>> buffers;
     std::vector<unsigned char> busy;
     error_code error;
     /// The session while it lives (a completing send pumps the next credits).
@@ -77,7 +78,16 @@ private:
   partial_file open_file(const file_protocol::file_begin& m,
                          std::span<const std::string> components, std::uint64_t& offset,
                          error_code& ec);
+  /// Sends a status, crediting every chunk written so far, and waits for its
+  /// completion (a refusal: the session ends next).
   boost::asio::awaitable<error_code> reply(std::uint32_t file_id, file_protocol::status_code code);
+  /// Sends an ok status through the credit ring without waiting for its
+  /// completion (a round trip): the next entry, often already here, goes on.
+  boost::asio::awaitable<error_code> post_ok(std::uint32_t file_id);
+  /// The status of `file_id` with `code`, crediting every chunk written.
+  file_protocol::status make_status(std::uint32_t file_id, file_protocol::status_code code);
+  /// Sends `m` from ring buffer `index` (free), in order with the credits.
+  void send_from_ring(std::size_t index, const file_protocol::message& m);
   /// Replies with `code` and returns `ec` (the session's error).
   boost::asio::awaitable<error_code> refuse(std::uint32_t file_id, file_protocol::status_code code,
                                             error_code ec);

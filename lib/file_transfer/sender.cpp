@@ -37,17 +37,24 @@ namespace {
 
 constexpr auto as_awaitable_tuple = asio::as_tuple(asio::use_awaitable);
 
-/// State the completion handlers of posted RDMA writes share with the
-/// sender; it (and the registered memory the writes read) lives until the
+/// State the completion handlers of posted RDMA writes and control sends
+/// share with the sender; it (and the memory they read) lives until the
 /// last of them ran, even if the operation ended before.
 struct write_tracker {
+  /// Control messages in flight at once: the writer does not wait for a
+  /// send's completion (a round trip) unless all of these are in flight.
+  static constexpr std::size_t control_buffers = 8;
+
   explicit write_tracker(const asio::any_io_executor& ex)
       : signal(ex, asio::steady_timer::time_point::max()) {}
   memory_region region;
-  asio::steady_timer signal; // cancelled whenever a write completes
+  asio::steady_timer signal; // cancelled whenever a write or send completes
   std::uint64_t posted = 0;
   std::uint64_t done = 0;
   error_code error;
+  std::array<std::array<std::byte, proto::max_message_size>, control_buffers> controls{};
+  std::array<bool, control_buffers> control_busy{};
+  std::size_t control_next = 0;
 };
 
 error_code status_error(proto::status_code code) noexcept {
@@ -239,6 +246,29 @@ private:
     co_return writes_->error;
   }
 
+  /// Sends a control message without waiting for its completion (in order
+  /// with everything posted before it); waits only for a free buffer.
+  awaitable<error_code> post_control(const proto::message& m) {
+    auto& w = *writes_;
+    const std::size_t index = w.control_next % write_tracker::control_buffers;
+    while (w.control_busy[index])
+      if (auto ec = co_await await_reader())
+        co_return ec;
+    std::size_t n = proto::encode(m, w.controls[index]);
+    if (n == 0)
+      co_return error_code(errc::protocol_error);
+    w.control_busy[index] = true;
+    ++w.control_next;
+    conn_.async_send(asio::buffer(w.controls[index].data(), n),
+                     [t = writes_, index](error_code ec, std::size_t) {
+                       if (ec && !t->error)
+                         t->error = ec;
+                       t->control_busy[index] = false;
+                       t->signal.cancel();
+                     });
+    co_return error_code();
+  }
+
   /// Notes an answer to expect, waiting while max_expected are outstanding.
   awaitable<error_code> expect(expected_answer a) {
     while (expected_count_ == max_expected)
@@ -270,8 +300,7 @@ private:
     b.size = size;
     b.name = e.name;
     b.flags = resume ? proto::flag_resume : 0;
-    proto::message m = b;
-    co_return co_await send_control(conn_, m, out_);
+    co_return co_await post_control(b);
   }
 
   /// CRC-32C of the first `length` bytes of `fd` (the prefix a receiver
@@ -352,8 +381,7 @@ private:
       proto::resume_from from;
       from.file_id = file_id;
       from.offset = start;
-      proto::message m = from;
-      if (auto ec = co_await send_control(conn_, m, out_))
+      if (auto ec = co_await post_control(from))
         co_return ec;
       progress_.bytes_done += start;
       progress_.bytes_resumed += start;
@@ -404,8 +432,7 @@ private:
     end.file_id = file_id;
     end.crc32c = crc;
     end.size = size;
-    proto::message m = end;
-    co_return co_await send_control(conn_, m, out_);
+    co_return co_await post_control(end);
   }
 
   static error_code read_fully(int fd, const local_buffer& into, std::uint64_t offset) {
