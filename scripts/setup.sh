@@ -31,6 +31,8 @@ PACKAGES=(
   perftest rdmacm-utils ibverbs-utils iputils-ping tcpdump libfabric-bin python3-matplotlib
   # an NFS server and client in the two-host VM (test/file_transfer/nfs_two_hosts.sh)
   nfs-kernel-server
+  # the reference of rdma_cp's small-file benchmark (bench/compare_rdma_cp_small)
+  rsync
   # rdma_fabric (bench/rdma_fabric): MPI bootstrap, and Slurm for its srun test
   openmpi-bin libopenmpi-dev slurm-wlm
   # the sanitizer and fuzzing stage (scripts/test_sanitized.sh); llvm-16 for llvm-symbolizer

@@ -109,16 +109,13 @@ public:
   awaitable<error_code> run(const std::vector<send_entry>& entries) {
     using namespace asio::experimental::awaitable_operators;
     started_ = std::chrono::steady_clock::now();
-    std::vector<std::uint64_t> sizes;
     for (const auto& e : entries) {
       std::error_code sec;
-      if (!e.directory) {
-        auto size = std::filesystem::file_size(e.local, sec);
-        sizes.push_back(sec ? 0 : size);
-        progress_.bytes_total += sizes.back();
-      }
+      auto size = e.directory ? 0 : std::filesystem::file_size(e.local, sec);
+      listed_.push_back(sec ? 0 : size);
+      progress_.bytes_total += listed_.back();
     }
-    offer(sizes);
+    offer(listed_);
     if (auto ec = co_await handshake())
       co_return ec;
     // The first to finish ends the other: the writer once every answer is
@@ -352,9 +349,8 @@ private:
       co_return error_code(asio::error::invalid_argument);
     auto size = static_cast<std::uint64_t>(st.st_size);
     // The file changed since the operation listed it: so does the total.
-    std::error_code sec;
-    auto listed = std::filesystem::file_size(e.local, sec);
-    if (!sec && listed != size)
+    const auto listed = listed_[file_id];
+    if (listed != size)
       progress_.bytes_total = progress_.bytes_total - listed + size;
     if ((size + ack_.chunk_size - 1) / ack_.chunk_size > std::numeric_limits<std::uint32_t>::max())
       co_return error_code(EFBIG, boost::system::system_category());
@@ -535,6 +531,7 @@ private:
   file_transfer_options options_;
   deadline deadline_;
   std::shared_ptr<write_tracker> writes_;
+  std::vector<std::uint64_t> listed_; ///< each entry's size when listed (0: directory)
   std::uint32_t offered_chunk_ = 0;
   std::uint16_t offered_depth_ = 0;
   proto::hello_ack ack_;
