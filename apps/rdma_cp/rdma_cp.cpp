@@ -362,17 +362,21 @@ awaitable<void> send(settings s, send_outcome& out) {
       co_return;
     }
   }
+  // Without a display, no total (a stat per file) and no progress callback
+  // (a clock read per chunk).
   std::uint64_t total_bytes = 0;
-  for (const auto& path : s.paths)
-    total_bytes += bytes_below(path);
+  if (!s.no_progress)
+    for (const auto& path : s.paths)
+      total_bytes += bytes_below(path);
   using style = rdma_cp::progress_display::style;
   rdma_cp::progress_display progress(
       s.no_progress ? style::none : rdma_cp::progress_display::for_stream(stderr), total_bytes);
   std::uint64_t before = 0; // bytes of the paths already sent
   s.transfer.progress_interval = progress.interval();
-  s.transfer.on_progress = [&](const asio_rdma::transfer_progress& p) {
-    progress.update(p, before);
-  };
+  if (!s.no_progress)
+    s.transfer.on_progress = [&](const asio_rdma::transfer_progress& p) {
+      progress.update(p, before);
+    };
   asio_rdma::connection_options options;
   options.timeout = s.transfer.timeout;
   auto [cec, conn] =

@@ -11,6 +11,8 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include <time.h>
+
 #include <chrono>
 #include <memory>
 
@@ -32,7 +34,7 @@ public:
   /// The next `timeout` from now is allowed for the wait that follows.
   void arm() {
     auto& s = *state_;
-    s.at = std::chrono::steady_clock::now() + s.timeout;
+    s.at = coarse_now() + s.timeout;
     s.armed = true;
     if (!s.waiting)
       wait(state_);
@@ -43,6 +45,18 @@ public:
   bool expired() const noexcept { return state_->expired; }
 
 private:
+  /// steady_clock's time to within a scheduler tick, read without a system
+  /// call (CLOCK_MONOTONIC_COARSE is in the vDSO whatever the clock source;
+  /// the precise clock is a system call on some, e.g. virtual machines).
+  /// Armed once per message: precision is not needed for a timeout.
+  static std::chrono::steady_clock::time_point coarse_now() noexcept {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
+  }
+
   struct state {
     state(const boost::asio::any_io_executor& ex, connection& c, std::chrono::milliseconds t)
         : timer(ex), conn(&c), timeout(t) {}

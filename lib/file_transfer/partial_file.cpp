@@ -71,13 +71,16 @@ namespace {
 
 /// NAME.XXXXXX.part, NAME cut so that the whole fits NAME_MAX (255 bytes).
 /// The six characters come from a per-process counter mixed with the time
-/// and the pid; uniqueness itself is O_EXCL's job, this only makes a
+/// and the pid of the first call (read once: two system calls per file
+/// otherwise); uniqueness itself is O_EXCL's job, this only makes a
 /// collision (and a retry) rare.
 std::string make_temporary_name(const std::string& name, std::uint64_t attempt) {
   static std::atomic<std::uint64_t> counter{0};
+  static const std::uint64_t seed =
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+      (static_cast<std::uint64_t>(::getpid()) << 32);
   std::uint64_t x = counter.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ULL;
-  x ^= static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  x ^= static_cast<std::uint64_t>(::getpid()) << 32;
+  x ^= seed;
   x ^= attempt * 0xbf58476d1ce4e5b9ULL;
   static constexpr char alphabet[] =
       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";

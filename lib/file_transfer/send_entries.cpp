@@ -67,11 +67,14 @@ std::vector<send_entry> list_send_entries(const fs::path& path, bool tree, error
   entries.push_back({path, root, true});
   fs::recursive_directory_iterator it(path, fs::directory_options::none, sec), end;
   for (; !sec && it != end; it.increment(sec)) {
-    auto s = it->symlink_status(sec);
+    // The entry's type as the directory listing gave it (no stat per entry
+    // where the filesystem fills in d_type); links are not followed.
+    bool link = it->is_symlink(sec);
+    bool dir = !sec && !link && it->is_directory(sec);
+    bool regular = !sec && !link && !dir && it->is_regular_file(sec);
     if (sec)
       break;
-    bool dir = fs::is_directory(s);
-    if (!dir && !fs::is_regular_file(s))
+    if (!dir && !regular)
       continue; // links, devices, sockets, fifos are not sent
     std::string name = root + "/" + it->path().lexically_relative(path).generic_string();
     if (!name_ok(name, ec))
