@@ -123,10 +123,10 @@ private:
   /// completion to it from the disk's thread without touching conn_.
   boost::asio::any_io_executor net_;
   boost::asio::strand<boost::asio::any_io_executor> disk_;
-  std::uint32_t submitted_ = 0;       ///< chunks handed to the strand (this file)
-  std::uint32_t written_ = 0;         ///< of them, completed (on_written ran)
-  std::uint32_t credits_due_ = 0;     ///< written, credit not yet posted
-  std::uint32_t next_credit_ = 0;     ///< sequence of the next credit (of the transfer)
+  std::uint32_t submitted_ = 0;   ///< chunks handed to the strand (this file)
+  std::uint32_t written_ = 0;     ///< of them, completed (on_written ran)
+  std::uint32_t credits_due_ = 0; ///< written, credit not yet posted
+  std::uint32_t next_credit_ = 0; ///< sequence of the next credit (of the transfer)
   /// The credit of the current file's last chunk waits for the file's status
   /// (one message fewer per file).
   bool holding_ = false;
@@ -135,7 +135,7 @@ private:
   /// handed to the disk strand: for them the hand-over costs more than the
   /// write (two thread wake-ups per chunk; measured in bench/RESULTS.md).
   static constexpr std::uint64_t inline_write_limit = 64 * 1024;
-  bool write_inline_ = false; ///< the current file is written without the strand
+  bool write_inline_ = false;         ///< the current file is written without the strand
   error_code disk_error_;             ///< the first failed write of this file
   bool disk_failed_ = false;          ///< the strand's own view of a failed write
   boost::asio::steady_timer drained_; ///< cancelled whenever a chunk is written or credited

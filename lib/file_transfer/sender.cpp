@@ -173,15 +173,15 @@ private:
   void offer(const std::vector<std::uint64_t>& sizes) {
     constexpr std::uint64_t page = 4096;
     std::uint64_t largest = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
-    std::uint64_t chunk = std::clamp<std::uint64_t>((largest + page - 1) / page * page,
-                                                    std::min<std::uint64_t>(page, options_.buffer_size),
-                                                    options_.buffer_size);
+    std::uint64_t chunk = std::clamp<std::uint64_t>(
+        (largest + page - 1) / page * page, std::min<std::uint64_t>(page, options_.buffer_size),
+        options_.buffer_size);
     std::uint64_t chunks = 0;
     for (auto size : sizes)
       chunks += (size + chunk - 1) / chunk;
     offered_chunk_ = static_cast<std::uint32_t>(chunk);
-    offered_depth_ = static_cast<std::uint16_t>(
-        std::clamp<std::uint64_t>(chunks, 1, options_.depth));
+    offered_depth_ =
+        static_cast<std::uint16_t>(std::clamp<std::uint64_t>(chunks, 1, options_.depth));
   }
 
   awaitable<error_code> handshake() {

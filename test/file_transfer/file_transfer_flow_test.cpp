@@ -224,8 +224,8 @@ BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_f
     BOOST_REQUIRE(std::holds_alternative<proto::file_end>(m));
     BOOST_TEST(std::get<proto::file_end>(m).size == size);
     BOOST_TEST(std::get<proto::file_end>(m).crc32c == crc);
-    co_await send_message(server, proto::status{0, proto::status_code::ok,
-                                                static_cast<std::uint32_t>(chunks)});
+    co_await send_message(
+        server, proto::status{0, proto::status_code::ok, static_cast<std::uint32_t>(chunks)});
     co_await wait_until(sent);
     BOOST_TEST(!send_ec, send_ec.message());
     BOOST_TEST(sent_result.chunk_size == chunk);

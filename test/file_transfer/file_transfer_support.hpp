@@ -126,7 +126,7 @@ inline void start_receive(ar::file_receiver& r, pending_receive& p) {
 }
 
 inline awaitable<void> wait_until(const bool& flag,
-                           std::chrono::seconds limit = std::chrono::seconds(30)) {
+                                  std::chrono::seconds limit = std::chrono::seconds(30)) {
   auto ex = co_await asio::this_coro::executor;
   asio::steady_timer t(ex);
   auto deadline = std::chrono::steady_clock::now() + limit;
@@ -159,9 +159,9 @@ inline awaitable<ar::connection> connect_to(const ar::file_receiver& r) {
                                        use_awaitable);
 }
 
-inline ar::file_receiver make_receiver(asio::io_context& io, const fs::path& dir,
-                                std::size_t buffer_size = 64 * 1024,
-                                ar::overwrite_policy overwrite = ar::overwrite_policy::refuse) {
+inline ar::file_receiver
+make_receiver(asio::io_context& io, const fs::path& dir, std::size_t buffer_size = 64 * 1024,
+              ar::overwrite_policy overwrite = ar::overwrite_policy::refuse) {
   ar::file_receiver_options options;
   options.overwrite = overwrite;
   options.transfer.buffer_size = buffer_size;
@@ -202,6 +202,6 @@ inline awaitable<proto::hello_ack> handshake(ar::connection& conn) {
   co_return std::get<proto::hello_ack>(m);
 }
 
-} // namespace
+} // namespace ft
 
 using namespace ft;
