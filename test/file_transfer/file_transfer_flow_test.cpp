@@ -72,6 +72,38 @@ receive_within(ar::connection& conn, std::span<std::byte> in, std::chrono::milli
   co_return r;
 }
 
+/// The library's sender, run against a receiver by hand: what it ended with.
+struct real_sender {
+  bool done = false;
+  ar::error_code ec;
+  ar::transfer_result result;
+  ar::connection connection;
+};
+
+/// Starts the library's sender of `path` (a tree if `tree`) towards
+/// `acceptor` and returns the accepted connection, the hand receiver's end.
+awaitable<ar::connection> start_real_sender(ar::acceptor& acceptor, fs::path path, bool tree,
+                                            ar::file_transfer_options options, real_sender& s) {
+  auto ex = co_await asio::this_coro::executor;
+  const auto port = acceptor.local_endpoint().port();
+  asio::co_spawn(
+      ex,
+      [&s, ex, port, path, tree, options]() -> awaitable<void> {
+        ar::connection_options o;
+        o.timeout = std::chrono::seconds(10);
+        s.connection = co_await ar::async_connect(ex, device_address(), port, o, use_awaitable);
+        auto [ec, r] = tree ? co_await ar::async_send_tree(s.connection, path, options,
+                                                           asio::as_tuple(use_awaitable))
+                            : co_await ar::async_send_file(s.connection, path, options,
+                                                           asio::as_tuple(use_awaitable));
+        s.ec = ec;
+        s.result = r;
+        s.done = true;
+      },
+      ar::test::report_failure);
+  co_return co_await acceptor.async_accept(use_awaitable);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_wrong_checksum_or_size_in_file_end_is_refused) {
@@ -155,28 +187,11 @@ BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_f
     auto ex = co_await asio::this_coro::executor;
     ar::acceptor acceptor(ex, device_address(), 0);
     // The real sender, offering depth 8.
-    bool sent = false;
-    ar::error_code send_ec;
-    ar::transfer_result sent_result;
-    ar::connection client;
-    const auto port = acceptor.local_endpoint().port();
-    asio::co_spawn(
-        ex,
-        [&]() -> awaitable<void> {
-          ar::connection_options o;
-          o.timeout = std::chrono::seconds(10);
-          client = co_await ar::async_connect(ex, device_address(), port, o, use_awaitable);
-          auto options = sender_options(64 * 1024);
-          options.depth = 8;
-          auto [ec, r] = co_await ar::async_send_file(client, src.path / "f", options,
-                                                      asio::as_tuple(use_awaitable));
-          send_ec = ec;
-          sent_result = r;
-          sent = true;
-        },
-        ar::test::report_failure);
+    auto options = sender_options(64 * 1024);
+    options.depth = 8;
+    real_sender sender;
     // A receiver by hand that grants 3 slots and holds its credits back.
-    auto server = co_await acceptor.async_accept(use_awaitable);
+    auto server = co_await start_real_sender(acceptor, src.path / "f", false, options, sender);
     ar::memory_region region(server, std::size_t(chunk) * slots,
                              ar::access::local_write | ar::access::remote_write);
     auto m = co_await receive_message(server);
@@ -226,10 +241,10 @@ BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_f
     BOOST_TEST(std::get<proto::file_end>(m).crc32c == crc);
     co_await send_message(
         server, proto::status{0, proto::status_code::ok, static_cast<std::uint32_t>(chunks)});
-    co_await wait_until(sent);
-    BOOST_TEST(!send_ec, send_ec.message());
-    BOOST_TEST(sent_result.chunk_size == chunk);
-    BOOST_TEST(sent_result.bytes == size);
+    co_await wait_until(sender.done);
+    BOOST_TEST(!sender.ec, sender.ec.message());
+    BOOST_TEST(sender.result.chunk_size == chunk);
+    BOOST_TEST(sender.result.bytes == size);
   });
 }
 
@@ -246,25 +261,9 @@ BOOST_AUTO_TEST_CASE(the_sender_sends_the_next_entry_before_the_answers_to_the_l
   run(io, [&]() -> awaitable<void> {
     auto ex = co_await asio::this_coro::executor;
     ar::acceptor acceptor(ex, device_address(), 0);
-    bool sent = false;
-    ar::error_code send_ec;
-    ar::transfer_result sent_result;
-    ar::connection client;
-    const auto port = acceptor.local_endpoint().port();
-    asio::co_spawn(
-        ex,
-        [&]() -> awaitable<void> {
-          ar::connection_options o;
-          o.timeout = std::chrono::seconds(10);
-          client = co_await ar::async_connect(ex, device_address(), port, o, use_awaitable);
-          auto [ec, r] = co_await ar::async_send_tree(client, src.path / "t", sender_options(),
-                                                      asio::as_tuple(use_awaitable));
-          send_ec = ec;
-          sent_result = r;
-          sent = true;
-        },
-        ar::test::report_failure);
-    auto server = co_await acceptor.async_accept(use_awaitable);
+    real_sender sender;
+    auto server =
+        co_await start_real_sender(acceptor, src.path / "t", true, sender_options(), sender);
     constexpr std::uint32_t chunk = 4096;
     ar::memory_region region(server, chunk * 2, ar::access::local_write | ar::access::remote_write);
     auto m = co_await receive_message(server);
@@ -316,11 +315,11 @@ BOOST_AUTO_TEST_CASE(the_sender_sends_the_next_entry_before_the_answers_to_the_l
     co_await expect_chunk_and_end(2, 3);
     co_await send_message(server, proto::status{2, proto::status_code::ok, 2});
     co_await send_message(server, proto::status{3, proto::status_code::ok, 3});
-    co_await wait_until(sent);
-    BOOST_TEST(!send_ec, send_ec.message());
-    BOOST_TEST(sent_result.files == 4u);
-    BOOST_TEST(sent_result.bytes == 600u);
-    BOOST_TEST(sent_result.bytes_sent == 600u);
+    co_await wait_until(sender.done);
+    BOOST_TEST(!sender.ec, sender.ec.message());
+    BOOST_TEST(sender.result.files == 4u);
+    BOOST_TEST(sender.result.bytes == 600u);
+    BOOST_TEST(sender.result.bytes_sent == 600u);
   });
 }
 
@@ -331,23 +330,9 @@ BOOST_AUTO_TEST_CASE(a_status_that_credits_more_than_its_file_sent_is_a_protocol
   run(io, [&]() -> awaitable<void> {
     auto ex = co_await asio::this_coro::executor;
     ar::acceptor acceptor(ex, device_address(), 0);
-    bool sent = false;
-    ar::error_code send_ec;
-    ar::connection client;
-    const auto port = acceptor.local_endpoint().port();
-    asio::co_spawn(
-        ex,
-        [&]() -> awaitable<void> {
-          ar::connection_options o;
-          o.timeout = std::chrono::seconds(10);
-          client = co_await ar::async_connect(ex, device_address(), port, o, use_awaitable);
-          auto [ec, r] = co_await ar::async_send_file(client, src.path / "f", sender_options(),
-                                                      asio::as_tuple(use_awaitable));
-          send_ec = ec;
-          sent = true;
-        },
-        ar::test::report_failure);
-    auto server = co_await acceptor.async_accept(use_awaitable);
+    real_sender sender;
+    auto server =
+        co_await start_real_sender(acceptor, src.path / "f", false, sender_options(), sender);
     ar::memory_region region(server, 4096, ar::access::local_write | ar::access::remote_write);
     auto m = co_await receive_message(server);
     BOOST_REQUIRE(std::holds_alternative<proto::hello>(m));
@@ -358,8 +343,8 @@ BOOST_AUTO_TEST_CASE(a_status_that_credits_more_than_its_file_sent_is_a_protocol
       BOOST_REQUIRE_MESSAGE(!ec, ec.message());
     }
     co_await send_message(server, proto::status{0, proto::status_code::ok, 2}); // 1 chunk was sent
-    co_await wait_until(sent);
-    BOOST_TEST((send_ec == ar::errc::protocol_error), send_ec.message());
+    co_await wait_until(sender.done);
+    BOOST_TEST((sender.ec == ar::errc::protocol_error), sender.ec.message());
   });
 }
 
