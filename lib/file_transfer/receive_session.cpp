@@ -456,10 +456,14 @@ awaitable<error_code> receive_session::reply(std::uint32_t file_id, proto::statu
 awaitable<error_code> receive_session::post_ok(std::uint32_t file_id) {
   auto& ring = *credits_;
   std::size_t index = credit_next_ % ring.buffers.size();
-  while (ring.busy[index] && !ring.error) // a send completing cancels drained_
-    co_await drained_.async_wait(as_awaitable_tuple);
+  if (ring.busy[index]) { // a send completing cancels drained_
+    deadline_.arm(); // a sender that stops taking messages is given up on
+    while (ring.busy[index] && !ring.error)
+      co_await drained_.async_wait(as_awaitable_tuple);
+    deadline_.disarm();
+  }
   if (ring.error)
-    co_return ring.error;
+    co_return wait_error(ring.error, deadline_);
   send_from_ring(index, make_status(file_id, proto::status_code::ok));
   co_return error_code();
 }
