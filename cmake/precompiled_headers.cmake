@@ -1,0 +1,32 @@
+# Precompiled headers: they cut the time of every build (scripts/build.sh, build-pkg,
+# build-asan, build-tsan; CI has two cores). Boost.Asio and the library's headers take
+# 1-3 s to compile in each translation unit before a line of its own; here they are
+# compiled once per build for each kind of target:
+#   - the library's sources: lib/export_api.hpp, which each of them reads first anyway
+#     (lib/CMakeLists.txt);
+#   - the library's users in this project (tests, programs, benchmarks, fuzzers):
+#     asio_rdma_users_pch below, shared (REUSE_FROM) by all of them: their compile flags
+#     are the same (their own definitions, such as BOOST_TEST_DYN_LINK, are not read by
+#     these headers).
+# Both are PRIVATE to the targets: nothing of them reaches the installed package or its
+# consumers. Left out: Boost.Test (its headers read BOOST_TEST_MODULE, which each test
+# defines before including them), the examples (they compile as a user's program does)
+# and the tests that a header compiles on its own.
+# GCC ignores a precompiled header that does not fit (CMake adds -Winvalid-pch, so it says
+# so); clang refuses it with an error. -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON: none at all.
+# ccache caches these compiles only with sloppiness=pch_defines,time_macros.
+file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/asio_rdma_users_pch.cpp CONTENT "")
+add_library(asio_rdma_users_pch OBJECT EXCLUDE_FROM_ALL ${PROJECT_BINARY_DIR}/asio_rdma_users_pch.cpp)
+target_link_libraries(asio_rdma_users_pch PRIVATE asio_rdma::asio_rdma)
+target_precompile_headers(asio_rdma_users_pch PRIVATE
+  <boost/asio.hpp> <asio_rdma/asio_rdma.hpp>
+  <algorithm> <array> <chrono> <cstdint> <cstring> <memory> <string> <thread> <vector>)
+
+# asio_rdma_use_pch(TARGETS...): those of them that exist use the users' precompiled header.
+function(asio_rdma_use_pch)
+  foreach(target ${ARGN})
+    if(TARGET ${target})
+      target_precompile_headers(${target} REUSE_FROM asio_rdma_users_pch)
+    endif()
+  endforeach()
+endfunction()
