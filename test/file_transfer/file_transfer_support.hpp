@@ -137,7 +137,7 @@ inline awaitable<void> wait_until(const bool& flag,
   BOOST_REQUIRE_MESSAGE(flag, "the receiver did not finish in time");
 }
 
-/// Waits until `dir` holds a temporary (NAME.XXXXXX.part): the receiver took
+/// Waits until `dir` holds a temporary (NAME, six random characters, .part): the receiver took
 /// a file_begin (an accepted one is not answered).
 inline awaitable<void> wait_for_temporary(const fs::path& dir,
                                           std::chrono::seconds limit = std::chrono::seconds(30)) {
