@@ -1,8 +1,9 @@
-// Encoding and decoding of the file transfer's control messages (version 3).
+// Encoding and decoding of the file transfer's control messages (version 4).
 #include "protocol.hpp"
 
 #include <array>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 namespace asio_rdma::detail::file_protocol {
@@ -91,6 +92,8 @@ constexpr std::size_t fixed_size(message_type t) noexcept {
   case message_type::resume_point:
   case message_type::resume_from:
     return 24;
+  case message_type::file_batch:
+    return batch_header_size;
   }
   return 0;
 }
@@ -112,7 +115,7 @@ struct encoder {
     w.put(std::uint16_t(0));
     w.put(m.buffer.address);
     w.put(m.buffer.rkey);
-    w.put(std::uint32_t(0));
+    w.put(m.batch_limit);
     w.put(m.buffer.length);
   }
   void operator()(const file_begin& m) noexcept {
@@ -168,6 +171,7 @@ struct encoder {
     w.put(std::uint32_t(0));
     w.put(m.offset);
   }
+  void operator()(const file_batch&) noexcept { ok = false; } // batch_builder builds them
   template <std::size_t N> static std::string_view as_text(const std::array<std::byte, N>& a) {
     return {reinterpret_cast<const char*>(a.data()), N};
   }
@@ -200,7 +204,7 @@ message decode(std::span<const std::byte> in, error_code& ec) noexcept {
   std::size_t fixed = fixed_size(type);
   if (fixed == 0 || in.size() < fixed)
     return fail(ec);
-  if (type != message_type::file_begin && in.size() != fixed)
+  if (type != message_type::file_begin && type != message_type::file_batch && in.size() != fixed)
     return fail(ec);
 
   switch (type) {
@@ -220,8 +224,7 @@ message decode(std::span<const std::byte> in, error_code& ec) noexcept {
       return fail(ec);
     m.buffer.address = r.get<std::uint64_t>();
     m.buffer.rkey = r.get<std::uint32_t>();
-    if (r.get<std::uint32_t>() != 0)
-      return fail(ec);
+    m.batch_limit = r.get<std::uint32_t>();
     m.buffer.length = r.get<std::uint64_t>();
     return m;
   }
@@ -298,8 +301,97 @@ message decode(std::span<const std::byte> in, error_code& ec) noexcept {
     m.offset = r.get<std::uint64_t>();
     return m;
   }
+  case message_type::file_batch: {
+    file_batch m;
+    m.first_file_id = r.get<std::uint32_t>();
+    m.count = r.get<std::uint16_t>();
+    if (r.get<std::uint16_t>() != 0 || m.count == 0)
+      return fail(ec);
+    m.records = in.subspan(batch_header_size);
+    // Every record whole, and nothing after the last.
+    auto rest = m.records;
+    batch_record record;
+    for (std::uint16_t i = 0; i < m.count; ++i)
+      if (!take_record(rest, m.first_file_id + i, record))
+        return fail(ec);
+    if (!rest.empty())
+      return fail(ec);
+    return m;
+  }
   }
   return fail(ec);
+}
+
+bool take_record(std::span<const std::byte>& records, std::uint32_t file_id,
+                 batch_record& out) noexcept {
+  if (records.size() < record_header_size)
+    return false;
+  reader r(records.first(record_header_size));
+  auto kind = r.get<std::uint8_t>();
+  auto flags = r.get<std::uint8_t>();
+  std::size_t name_length = r.get<std::uint16_t>();
+  auto mode = r.get<std::uint32_t>();
+  std::uint64_t size = r.get<std::uint32_t>();
+  auto crc = r.get<std::uint32_t>();
+  if (flags != 0 || mode > 07777 || name_length == 0 || name_length > max_name_length)
+    return false;
+  if (kind != static_cast<std::uint8_t>(entry_kind::file) &&
+      (kind != static_cast<std::uint8_t>(entry_kind::directory) || size != 0 || crc != 0))
+    return false;
+  if (records.size() - record_header_size < name_length + size)
+    return false;
+  out.entry = file_begin{};
+  out.entry.file_id = file_id;
+  out.entry.kind = static_cast<entry_kind>(kind);
+  out.entry.mode = mode;
+  out.entry.size = size;
+  out.entry.name = std::string_view(
+      reinterpret_cast<const char*>(records.data()) + record_header_size, name_length);
+  out.crc32c = crc;
+  out.data = records.subspan(record_header_size + name_length, size);
+  records = records.subspan(record_header_size + name_length + size);
+  return true;
+}
+
+batch_builder::batch_builder(std::span<std::byte> out, std::uint32_t first_file_id) noexcept
+    : out_(out), first_(first_file_id) {}
+
+bool batch_builder::fits(std::size_t name_length, std::uint64_t size) const noexcept {
+  return count_ < std::numeric_limits<std::uint16_t>::max() && name_length > 0 &&
+         name_length <= max_name_length && size <= std::numeric_limits<std::uint32_t>::max() &&
+         out_.size() >= used_ && out_.size() - used_ >= record_size(name_length, size);
+}
+
+std::span<std::byte> batch_builder::add(entry_kind kind, std::uint32_t mode, std::string_view name,
+                                        std::uint32_t size) noexcept {
+  writer w(out_.subspan(used_, record_header_size + name.size()));
+  w.put(static_cast<std::uint8_t>(kind));
+  w.put(std::uint8_t(0));
+  w.put(static_cast<std::uint16_t>(name.size()));
+  w.put(mode);
+  w.put(size);
+  last_crc_at_ = used_ + 12;
+  w.put(std::uint32_t(0)); // set_crc()
+  w.put(name);
+  used_ += record_header_size + name.size();
+  auto data = out_.subspan(used_, size);
+  used_ += size;
+  ++count_;
+  return data;
+}
+
+void batch_builder::set_crc(std::uint32_t crc) noexcept {
+  writer w(out_.subspan(last_crc_at_, 4));
+  w.put(crc);
+}
+
+std::size_t batch_builder::finish() noexcept {
+  writer w(out_.first(batch_header_size));
+  w.header(message_type::file_batch);
+  w.put(first_);
+  w.put(count_);
+  w.put(std::uint16_t(0));
+  return used_;
 }
 
 } // namespace asio_rdma::detail::file_protocol

@@ -1,17 +1,18 @@
-// asio-rdma: the wire format of the file transfer (version 3), as pure
+// asio-rdma: the wire format of the file transfer (version 4), as pure
 // encode/decode functions. See docs/file_transfer.md for the message flow.
 //
 // Every control message is one RC send that starts with an 8-byte header:
 //   magic   u32  0x52444654 ("RDFT")
-//   version u8   3 (2 answered every file_begin with a status, numbered
-//                   chunks per file and had no `credited` in a status; 1 had
-//                   no resume)
+//   version u8   4 (3 had no file_batch; 2 answered every file_begin with a
+//                   status, numbered chunks per file and had no `credited`
+//                   in a status; 1 had no resume)
 //   type    u8   message_type
 //   reserved u16 0
 // followed by a fixed layout per type; integers are in network byte order and
-// reserved fields must be zero. File data never travels in messages: it is
-// RDMA-written into the receiver's advertised slots, with the chunk's sequence
-// number as immediate data.
+// reserved fields must be zero. File data travels RDMA-written into the
+// receiver's advertised slots, with the chunk's sequence number as immediate
+// data, except that small files travel whole, many to a message, in a
+// file_batch (when the receiver takes batches).
 #pragma once
 
 #include <asio_rdma/error.hpp>
@@ -27,12 +28,15 @@
 namespace asio_rdma::detail::file_protocol {
 
 inline constexpr std::uint32_t magic = 0x52444654; // "RDFT"
-inline constexpr std::uint8_t version = 3;
+inline constexpr std::uint8_t version = 4;
 inline constexpr std::size_t header_size = 8;
 /// Longest relative name on the wire (bytes, without terminator).
 inline constexpr std::size_t max_name_length = 4096;
-/// Longest control message (a file_begin with the longest name).
+/// Longest control message but a file_batch (a file_begin with the longest name).
 inline constexpr std::size_t max_message_size = 28 + max_name_length;
+/// A file_batch's bytes before its first record, and each record's before its name.
+inline constexpr std::size_t batch_header_size = header_size + 8;
+inline constexpr std::size_t record_header_size = 16;
 
 enum class message_type : std::uint8_t {
   hello = 1,        ///< sender -> receiver: offered chunk size and depth (16 bytes)
@@ -45,6 +49,7 @@ enum class message_type : std::uint8_t {
   proof = 8,        ///< sender -> receiver: HMAC-SHA256(secret, nonce) (40 bytes)
   resume_point = 9, ///< receiver -> sender: verified prefix of a resumable file (24 bytes)
   resume_from = 10, ///< sender -> receiver: the offset the data starts at (24 bytes)
+  file_batch = 11,  ///< sender -> receiver: whole small files and directories (16 bytes + records)
 };
 
 /// file_begin flags.
@@ -83,6 +88,8 @@ struct hello_ack {
   std::uint32_t chunk_size = 0; ///< min(sender's, receiver's buffer size)
   std::uint16_t slots = 0;      ///< chunks in flight, each in its own slot
   remote_buffer buffer;         ///< slots * chunk_size bytes, remote-writable
+  /// Largest file_batch the receiver takes, in bytes; 0: it takes none.
+  std::uint32_t batch_limit = 0;
   friend bool operator==(const hello_ack&, const hello_ack&) = default;
 };
 
@@ -151,8 +158,71 @@ struct resume_from {
   friend bool operator==(const resume_from&, const resume_from&) = default;
 };
 
+/// Whole entries in one message: each record is a file (with all its data and
+/// its CRC-32C) or a directory, with file ids first_file_id, first_file_id + 1,
+/// ... One status answers the batch: ok (with the last record's file id) once
+/// every record is stored, or the refusal of the first record that failed
+/// (the records before it are stored). Layout after the header:
+///   first_file_id u32, count u16, reserved u16,
+///   then `count` records: kind u8, flags u8 (0), name_length u16, mode u32,
+///   size u32, crc32c u32, name, `size` bytes of data.
+struct file_batch {
+  std::uint32_t first_file_id = 0;
+  std::uint16_t count = 0;              ///< records, 1 at least
+  std::span<const std::byte> records{}; ///< views the decoded bytes (validated)
+  friend bool operator==(const file_batch& a, const file_batch& b) noexcept {
+    return a.first_file_id == b.first_file_id && a.count == b.count &&
+           a.records.data() == b.records.data() && a.records.size() == b.records.size();
+  }
+};
+
+/// One record of a file_batch.
+struct batch_record {
+  file_begin entry;                  ///< its file_id, kind, mode, size and name (flags 0)
+  std::uint32_t crc32c = 0;          ///< of `data` (0 for a directory)
+  std::span<const std::byte> data{}; ///< the whole file (empty for a directory)
+};
+
+/// Takes the record at the front of `records` (the rest stays in `records`);
+/// false, with nothing taken, if it is malformed or truncated. `file_id` is
+/// the record's (first_file_id + its index).
+bool take_record(std::span<const std::byte>& records, std::uint32_t file_id,
+                 batch_record& out) noexcept;
+
+/// Builds a file_batch in a buffer, record by record: the sender fills each
+/// record's data in place (read from its file), so nothing is copied twice.
+class batch_builder {
+public:
+  /// An empty batch in `out` (batch_header_size bytes at least) whose first
+  /// record will have `first_file_id`.
+  batch_builder(std::span<std::byte> out, std::uint32_t first_file_id) noexcept;
+  /// Bytes a record of this name and data size takes.
+  static std::size_t record_size(std::size_t name_length, std::uint64_t size) noexcept {
+    return record_header_size + name_length + size;
+  }
+  /// Whether a record of this name and size fits in what is left.
+  bool fits(std::size_t name_length, std::uint64_t size) const noexcept;
+  /// Appends a record (it must fit; the name 1..max_name_length bytes) and
+  /// returns where its `size` data bytes go; set_crc() follows.
+  std::span<std::byte> add(entry_kind kind, std::uint32_t mode, std::string_view name,
+                           std::uint32_t size) noexcept;
+  /// The CRC-32C of the last record's data.
+  void set_crc(std::uint32_t crc) noexcept;
+  std::uint16_t count() const noexcept { return count_; }
+  std::uint32_t first_file_id() const noexcept { return first_; }
+  /// Writes the header; returns the message's size in bytes.
+  std::size_t finish() noexcept;
+
+private:
+  std::span<std::byte> out_;
+  std::uint32_t first_;
+  std::uint16_t count_ = 0;
+  std::size_t used_ = batch_header_size;
+  std::size_t last_crc_at_ = 0;
+};
+
 using message = std::variant<std::monostate, hello, hello_ack, file_begin, file_end, credit, status,
-                             challenge, proof, resume_point, resume_from>;
+                             challenge, proof, resume_point, resume_from, file_batch>;
 
 /// Encodes `m` into `out`; returns the number of bytes written, or 0 if `out`
 /// is too small or the message cannot be encoded (a name longer than
@@ -161,8 +231,10 @@ std::size_t encode(const message& m, std::span<std::byte> out) noexcept;
 
 /// Decodes one control message. errc::protocol_error (and monostate) for a
 /// wrong magic, an unknown version or type, a length that does not match the
-/// type, non-zero reserved fields, an unknown entry kind or a bad name length.
-/// A file_begin's name views `in`.
+/// type, non-zero reserved fields, an unknown entry kind or a bad name length,
+/// a file_batch with no record or a malformed one. A file_begin's name and a
+/// file_batch's records view `in`. (A file_batch is built with batch_builder,
+/// not encode().)
 message decode(std::span<const std::byte> in, error_code& ec) noexcept;
 
 /// CRC-32C (Castagnoli) of `data`, continuing from `crc` (0 to start).

@@ -65,6 +65,8 @@ receive_session::receive_session(file_receiver_impl& impl, connection& conn, rec
   credits_->buffers.resize(std::size_t(impl.options.transfer.depth) * 2);
   credits_->busy.resize(credits_->buffers.size());
   credits_->owner = this;
+  // Room for the largest file_batch this connection can receive, within reason.
+  in_.resize(std::clamp(conn.options().max_message_size, proto::max_message_size, max_batch_size));
 }
 
 receive_session::~receive_session() {
@@ -119,6 +121,8 @@ awaitable<error_code> receive_session::serve() {
       ec = co_await on_begin(*begin);
     else if (auto* end = std::get_if<proto::file_end>(&message))
       ec = co_await on_end(*end);
+    else if (auto* batch = std::get_if<proto::file_batch>(&message))
+      ec = co_await on_batch(*batch);
     else if (auto* from = std::get_if<proto::resume_from>(&message))
       ec = co_await on_resume_from(*from);
     else
@@ -156,6 +160,7 @@ awaitable<error_code> receive_session::on_hello(const proto::hello& m) {
   next_sequence_ = 0;
   next_credit_ = 0;
   ack_.buffer = slots_.remote();
+  ack_.batch_limit = static_cast<std::uint32_t>(in_.size());
   result_.chunk_size = chunk;
   proto::message reply_message = ack_;
   co_return co_await send_control(conn_, reply_message, out_);
@@ -189,6 +194,51 @@ awaitable<error_code> receive_session::authenticate() {
 awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
   if (file_.is_open() || ack_.slots == 0)
     co_return co_await refuse(m.file_id, proto::status_code::protocol_error, errc::protocol_error);
+  bool directory = false;
+  std::uint64_t offset = 0;
+  if (auto ec = co_await open_entry(m, directory, offset))
+    co_return ec;
+  if (directory)
+    co_return co_await post_ok(m.file_id);
+  // A file's begin is answered only when refused (or resumable): the sender
+  // does not wait for it, and its data follows at once.
+  if (!(m.flags & proto::flag_resume))
+    co_return error_code();
+  co_return co_await offer_resume(m.file_id, offset);
+}
+
+awaitable<error_code> receive_session::on_batch(const proto::file_batch& m) {
+  if (file_.is_open() || ack_.slots == 0 || awaiting_resume_)
+    co_return co_await refuse(m.first_file_id, proto::status_code::protocol_error,
+                              errc::protocol_error);
+  auto rest = m.records;
+  proto::batch_record record;
+  for (std::uint16_t i = 0; i < m.count; ++i) {
+    proto::take_record(rest, m.first_file_id + i, record); // whole: decode() checked them
+    bool directory = false;
+    std::uint64_t offset = 0;
+    if (auto ec = co_await open_entry(record.entry, directory, offset))
+      co_return ec;
+    if (directory)
+      continue;
+    // The whole file is here: written at once, on this executor (it is small).
+    crc_ = proto::crc32c(0, record.data);
+    if (!record.data.empty()) {
+      error_code ec;
+      file_.write_at(record.data, 0, ec);
+      if (ec)
+        co_return co_await refuse_write(file_id_, ec, "writing " + name_);
+    }
+    received_ = record.data.size();
+    if (auto ec = co_await store({record.entry.file_id, record.crc32c, record.entry.size}))
+      co_return ec;
+  }
+  // One status for the batch: every record is stored.
+  co_return co_await post_ok(m.first_file_id + m.count - 1);
+}
+
+awaitable<error_code> receive_session::open_entry(const proto::file_begin& m, bool& directory,
+                                                  std::uint64_t& offset) {
   error_code ec;
   auto components = split_relative_name(m.name, ec);
   if (ec)
@@ -204,9 +254,8 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
     if (ec)
       co_return co_await refuse_io(m.file_id, ec, "creating the directory " + f.name);
     f.directory = true;
-    if ((ec = co_await post_ok(m.file_id)))
-      co_return ec;
     completed(std::move(f));
+    directory = true;
     co_return error_code();
   }
   const auto& options = impl_.options;
@@ -220,7 +269,6 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
                               errc::too_many_requests);
   impl_.count(peer, &file_receiver_impl::peer_load::files, +1);
   file_slot_ = true;
-  std::uint64_t offset = 0;
   file_ = open_file(m, components, offset, ec);
   if (ec) {
     file_.discard();
@@ -253,11 +301,7 @@ awaitable<error_code> receive_session::on_begin(const proto::file_begin& m) {
   // No job is pending between files (on_end and refuse drained them).
   disk_error_ = {};
   disk_failed_ = false;
-  // A file's begin is answered only when refused (or resumable): the sender
-  // does not wait for it, and its data follows at once.
-  if (!(m.flags & proto::flag_resume))
-    co_return error_code();
-  co_return co_await offer_resume(m.file_id, offset);
+  co_return error_code();
 }
 
 awaitable<error_code> receive_session::offer_resume(std::uint32_t file_id, std::uint64_t offset) {
@@ -408,6 +452,12 @@ awaitable<error_code> receive_session::on_end(const proto::file_end& m) {
     co_return co_await refuse_write(m.file_id, disk_error_, "writing " + name_);
   if (credits_->error)
     co_return credits_->error;
+  if (auto ec = co_await store(m))
+    co_return ec;
+  co_return co_await post_ok(m.file_id);
+}
+
+awaitable<error_code> receive_session::store(const proto::file_end& m) {
   if (m.size != size_ || received_ != size_)
     co_return co_await refuse(m.file_id, proto::status_code::size_mismatch, errc::protocol_error);
   if (m.crc32c != crc_)
@@ -430,8 +480,6 @@ awaitable<error_code> receive_session::on_end(const proto::file_end& m) {
   f.size = size_;
   f.mode = mode_;
   result_.bytes += size_;
-  if ((ec = co_await post_ok(m.file_id)))
-    co_return ec;
   completed(std::move(f));
   co_return error_code();
 }

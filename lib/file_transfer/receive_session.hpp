@@ -65,8 +65,18 @@ private:
   /// Challenge-response on the shared secret: success only for a valid proof.
   boost::asio::awaitable<error_code> authenticate();
   boost::asio::awaitable<error_code> on_begin(const file_protocol::file_begin& m);
+  /// Admits the entry of a file_begin or a batch record: a directory is
+  /// created (`directory`), a file's temporary opened (`offset`: the bytes a
+  /// kept resumable one holds); refuses it otherwise.
+  boost::asio::awaitable<error_code> open_entry(const file_protocol::file_begin& m, bool& directory,
+                                                std::uint64_t& offset);
+  /// Every record of a batch stored, then one ok status.
+  boost::asio::awaitable<error_code> on_batch(const file_protocol::file_batch& m);
   boost::asio::awaitable<error_code> on_chunk(const received_message& m);
   boost::asio::awaitable<error_code> on_end(const file_protocol::file_end& m);
+  /// Checks the open file's size and CRC-32C against `m` and commits it
+  /// (the caller answers); refuses it otherwise.
+  boost::asio::awaitable<error_code> store(const file_protocol::file_end& m);
   /// Answers a resumable file_begin with a resume_point for the `offset`
   /// bytes the kept file holds.
   boost::asio::awaitable<error_code> offer_resume(std::uint32_t file_id, std::uint64_t offset);
@@ -163,7 +173,11 @@ private:
   std::uint64_t offered_ = 0;
   std::uint32_t offered_crc_ = 0;
 
-  std::array<std::byte, file_protocol::max_message_size> in_{};
+  /// Largest file_batch a receiver takes (when its connection's messages are
+  /// this large: 64 KiB by default).
+  static constexpr std::size_t max_batch_size = std::size_t(1) << 20;
+  /// Control messages and file batches are received here.
+  std::vector<std::byte> in_;
   std::array<std::byte, 64> out_{};
 };
 

@@ -1,7 +1,8 @@
 // The sending side of the file transfer: handshake, then per entry
-// file_begin / data chunks (RDMA write with immediate) / file_end, each
-// confirmed by the receiver, pipelined (the next entry does not wait for the
-// confirmations of the last). See docs/file_transfer.md.
+// file_begin / data chunks (RDMA write with immediate) / file_end, or small
+// entries whole, many to a file_batch message; each confirmed by the
+// receiver, pipelined (the next entry does not wait for the confirmations of
+// the last). See docs/file_transfer.md.
 #include "authentication.hpp"
 #include "control.hpp"
 #include "deadline.hpp"
@@ -55,6 +56,10 @@ struct write_tracker {
   std::array<std::array<std::byte, proto::max_message_size>, control_buffers> controls{};
   std::array<bool, control_buffers> control_busy{};
   std::size_t control_next = 0;
+  /// file_batch messages: one fills while the other is in flight.
+  std::array<std::vector<std::byte>, 2> batches;
+  std::array<bool, 2> batch_busy{};
+  std::size_t batch_next = 0;
 };
 
 error_code status_error(proto::status_code code) noexcept {
@@ -93,6 +98,8 @@ struct expected_answer {
   /// Chunks sent before the answer was asked for: a status credits exactly
   /// these (the receiver answers after the entry's last chunk).
   std::uint64_t chunks = 0;
+  std::uint32_t files = 1;         ///< entries it answers (a batch's records)
+  std::uint64_t batched_bytes = 0; ///< data sent in a batch: done when answered
 };
 
 /// Sends entries pipelined: the next file_begin goes out before the earlier
@@ -133,6 +140,8 @@ public:
 private:
   /// Most answers outstanding: bounds how far the writer runs ahead.
   static constexpr std::size_t max_expected = 64;
+  /// Largest file_batch this side builds, whatever the connections take.
+  static constexpr std::size_t max_batch_size = std::size_t(1) << 20;
 
   /// operation_aborted once the operation was cancelled (a cancellation
   /// signalled between waits reaches no operation, so it is checked here).
@@ -214,6 +223,14 @@ private:
     error_code ec;
     writes_->region =
         memory_region(conn_, std::size_t(ack_.chunk_size) * ack_.slots, access::local_write, ec);
+    // Batches as large as both sides take (sent from plain memory: a send
+    // copies it into the connection's registered buffers).
+    batch_limit_ =
+        std::min<std::size_t>({ack_.batch_limit, conn_.options().max_message_size, max_batch_size});
+    if (batch_limit_ < proto::batch_header_size + proto::record_header_size + 1)
+      batch_limit_ = 0;
+    for (auto& b : writes_->batches)
+      b.resize(batch_limit_);
     co_return ec;
   }
 
@@ -223,11 +240,21 @@ private:
     co_await asio::this_coro::throw_if_cancelled(false);
     std::uint32_t file_id = 0;
     for (const auto& e : entries) {
-      auto ec = e.directory ? co_await send_directory(e, file_id) : co_await send_file(e, file_id);
+      // No co_await inside ?: here: GCC 12 evaluates both operands of a
+      // conditional whose result is assigned (not initialized) in a coroutine.
+      error_code ec;
+      if (batchable(e.name.size(), e.directory ? 0 : listed_[file_id]))
+        ec = co_await batch_entry(e, file_id);
+      else if (!(ec = co_await flush_batch()) && e.directory)
+        ec = co_await send_directory(e, file_id);
+      else if (!ec)
+        ec = co_await send_file(e, file_id);
       if (ec)
         co_return ec;
       ++file_id;
     }
+    if (auto ec = co_await flush_batch())
+      co_return ec;
     // Done when the last answer is in.
     while (expected_count_ > 0)
       if (auto ec = co_await await_reader())
@@ -254,16 +281,22 @@ private:
     std::size_t n = proto::encode(m, w.controls[index]);
     if (n == 0)
       co_return error_code(errc::protocol_error);
-    w.control_busy[index] = true;
     ++w.control_next;
-    conn_.async_send(asio::buffer(w.controls[index].data(), n),
-                     [t = writes_, index](error_code ec, std::size_t) {
+    post_send(std::span<const std::byte>(w.controls[index].data(), n), w.control_busy[index]);
+    co_return error_code();
+  }
+
+  /// Sends `message` (in writes_) without waiting: `busy` (in writes_ too)
+  /// is true until the send completed.
+  void post_send(std::span<const std::byte> message, bool& busy) {
+    busy = true;
+    conn_.async_send(asio::buffer(message.data(), message.size()),
+                     [t = writes_, &busy](error_code ec, std::size_t) {
                        if (ec && !t->error)
                          t->error = ec;
-                       t->control_busy[index] = false;
+                       busy = false;
                        t->signal.cancel();
                      });
-    co_return error_code();
   }
 
   /// Notes an answer to expect, waiting while max_expected are outstanding.
@@ -274,6 +307,88 @@ private:
     expected_[(expected_head_ + expected_count_) % max_expected] = a;
     ++expected_count_;
     deadline_.arm(); // something is awaited now: the reader's wait is bounded
+    co_return error_code();
+  }
+
+  // --- file batches ---------------------------------------------------------
+
+  /// Whether an entry goes whole into a batch: it fits in an empty one (and
+  /// is not resumable: a resume is negotiated per file).
+  bool batchable(std::size_t name_length, std::uint64_t size) const noexcept {
+    return batch_limit_ > 0 && !options_.resume &&
+           proto::batch_builder::record_size(name_length, size) <=
+               batch_limit_ - proto::batch_header_size;
+  }
+
+  /// Adds an entry to the batch (sent first if the entry does not fit in
+  /// it); a file that grew too large since it was listed goes in chunks.
+  awaitable<error_code> batch_entry(const send_entry& e, std::uint32_t file_id) {
+    std::uint32_t mode = 0;
+    std::uint64_t size = 0;
+    unique_fd fd;
+    if (e.directory) {
+      std::error_code sec;
+      auto perms = std::filesystem::status(e.local, sec).permissions();
+      if (sec)
+        co_return error_code(sec.value(), boost::system::system_category());
+      mode = static_cast<std::uint32_t>(perms) & 07777;
+    } else {
+      fd = unique_fd(::open(e.local.c_str(), O_RDONLY | O_CLOEXEC));
+      struct stat st {};
+      if (!fd || ::fstat(fd.get(), &st) != 0)
+        co_return from_errno();
+      if (!S_ISREG(st.st_mode))
+        co_return error_code(asio::error::invalid_argument);
+      mode = st.st_mode & 07777;
+      size = static_cast<std::uint64_t>(st.st_size);
+      if (!batchable(e.name.size(), size)) {
+        if (auto ec = co_await flush_batch())
+          co_return ec;
+        co_return co_await send_file(e, file_id);
+      }
+      progress_.bytes_total = progress_.bytes_total - listed_[file_id] + size;
+    }
+    if (batch_ && !batch_->fits(e.name.size(), size))
+      if (auto ec = co_await flush_batch())
+        co_return ec;
+    if (!batch_) {
+      auto& w = *writes_;
+      const std::size_t index = w.batch_next % w.batches.size();
+      while (w.batch_busy[index])
+        if (auto ec = co_await await_reader())
+          co_return ec;
+      batch_.emplace(std::span<std::byte>(w.batches[index]), file_id);
+    }
+    auto kind = e.directory ? proto::entry_kind::directory : proto::entry_kind::file;
+    auto data = batch_->add(kind, mode, e.name, static_cast<std::uint32_t>(size));
+    if (!data.empty()) {
+      if (auto ec = read_fully(fd.get(), data, 0))
+        co_return ec;
+      batch_->set_crc(proto::crc32c(0, data));
+    }
+    batch_bytes_ += size;
+    co_return error_code();
+  }
+
+  /// Sends the batch being filled, if any, without waiting for its
+  /// completion; one status will answer all of its records.
+  awaitable<error_code> flush_batch() {
+    if (!batch_)
+      co_return error_code();
+    expected_answer a;
+    a.file_id = batch_->first_file_id() + batch_->count() - 1;
+    a.size = batch_bytes_;
+    a.chunks = posted_;
+    a.files = batch_->count();
+    a.batched_bytes = batch_bytes_;
+    if (auto ec = co_await expect(a))
+      co_return ec;
+    std::size_t n = batch_->finish();
+    batch_.reset();
+    batch_bytes_ = 0;
+    auto& w = *writes_;
+    const std::size_t index = w.batch_next++ % w.batches.size();
+    post_send(std::span<const std::byte>(w.batches[index].data(), n), w.batch_busy[index]);
     co_return error_code();
   }
 
@@ -401,7 +516,7 @@ private:
           static_cast<std::size_t>(std::min<std::uint64_t>(ack_.chunk_size, size - offset));
       std::size_t local_slot = writes_->posted % ack_.slots;
       auto local = writes_->region.slice(local_slot * ack_.chunk_size, length);
-      if (auto ec = read_fully(fd.get(), local, offset))
+      if (auto ec = read_fully(fd.get(), std::span<std::byte>(local.data, length), offset))
         co_return ec;
       crc = proto::crc32c(crc, std::span<const std::byte>(local.data, length));
       std::size_t remote_slot = seq % ack_.slots;
@@ -431,10 +546,11 @@ private:
     co_return co_await post_control(end);
   }
 
-  static error_code read_fully(int fd, const local_buffer& into, std::uint64_t offset) {
+  static error_code read_fully(int fd, std::span<std::byte> into, std::uint64_t offset) {
     std::size_t got = 0;
-    while (got < into.length) {
-      ssize_t n = ::pread(fd, into.data + got, into.length - got, static_cast<off_t>(offset + got));
+    while (got < into.size()) {
+      ssize_t n =
+          ::pread(fd, into.data() + got, into.size() - got, static_cast<off_t>(offset + got));
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
@@ -487,8 +603,13 @@ private:
           credits_ + more != a.chunks)
         return errc::protocol_error;
       credit(more);
-      ++result_.files;
+      result_.files += a.files;
       result_.bytes += a.size;
+      if (a.batched_bytes > 0) {
+        progress_.bytes_done += a.batched_bytes;
+        result_.bytes_sent += a.batched_bytes;
+        report_progress(false);
+      }
     } else if (auto* p = std::get_if<proto::resume_point>(&m)) {
       if (a.kind != expected_answer::resume_point || p->file_id != a.file_id)
         return errc::protocol_error;
@@ -544,6 +665,10 @@ private:
   std::size_t expected_head_ = 0;
   std::size_t expected_count_ = 0;
   std::optional<proto::resume_point> resume_; ///< taken by the writer
+  /// Largest file_batch both sides take (0: none); set by the handshake.
+  std::size_t batch_limit_ = 0;
+  std::optional<proto::batch_builder> batch_; ///< being filled
+  std::uint64_t batch_bytes_ = 0;             ///< data in batch_
   transfer_progress progress_;
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point last_progress_{};

@@ -72,6 +72,21 @@ receive_within(ar::connection& conn, std::span<std::byte> in, std::chrono::milli
   co_return r;
 }
 
+/// The next message on `conn` (decoded from `in`), or a chunk written with
+/// immediate (returned as a credit with the chunk's sequence), within 10 s.
+awaitable<proto::message> next_from(ar::connection& conn, std::span<std::byte> in) {
+  auto [ec, r] = co_await receive_within(conn, in, std::chrono::seconds(10));
+  BOOST_REQUIRE_MESSAGE(!ec, ec.message());
+  if (r.rdma_write) {
+    BOOST_REQUIRE(r.immediate.has_value());
+    co_return proto::credit{*r.immediate};
+  }
+  ar::error_code dec;
+  auto decoded = proto::decode(std::span<const std::byte>(in.data(), r.size), dec);
+  BOOST_REQUIRE(!dec);
+  co_return decoded;
+}
+
 /// The library's sender, run against a receiver by hand: what it ended with.
 struct real_sender {
   bool done = false;
@@ -270,20 +285,7 @@ BOOST_AUTO_TEST_CASE(the_sender_sends_the_next_entry_before_the_answers_to_the_l
     BOOST_REQUIRE(std::holds_alternative<proto::hello>(m));
     co_await send_message(server, proto::hello_ack{chunk, 2, region.remote()});
     std::array<std::byte, proto::max_message_size> in{};
-    // The next message, or a chunk written with immediate (returned as a
-    // credit with the chunk's sequence).
-    auto next = [&]() -> awaitable<proto::message> {
-      auto [ec, r] = co_await receive_within(server, in, std::chrono::seconds(10));
-      BOOST_REQUIRE_MESSAGE(!ec, ec.message());
-      if (r.rdma_write) {
-        BOOST_REQUIRE(r.immediate.has_value());
-        co_return proto::credit{*r.immediate};
-      }
-      ar::error_code dec;
-      auto decoded = proto::decode(std::span<const std::byte>(in.data(), r.size), dec);
-      BOOST_REQUIRE(!dec);
-      co_return decoded;
-    };
+    auto next = [&] { return next_from(server, in); };
     auto expect_begin = [&](std::uint32_t id) -> awaitable<std::uint64_t> {
       auto b = co_await next();
       BOOST_REQUIRE(std::holds_alternative<proto::file_begin>(b));
@@ -320,6 +322,87 @@ BOOST_AUTO_TEST_CASE(the_sender_sends_the_next_entry_before_the_answers_to_the_l
     BOOST_TEST(sender.result.files == 4u);
     BOOST_TEST(sender.result.bytes == 600u);
     BOOST_TEST(sender.result.bytes_sent == 600u);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(small_entries_travel_whole_in_batches_no_larger_than_the_receiver_takes) {
+  // A directory and ten files of 1000 bytes go in file_batch messages of at
+  // most the receiver's batch_limit (4 records each here), each answered by
+  // one status; the file too large for a batch goes in chunks.
+  asio::io_context io;
+  temp_dir src;
+  fs::create_directory(src.path / "t");
+  for (int i = 0; i < 10; ++i)
+    write_file(src.path / "t" / ("f" + std::to_string(i)), 1000, i);
+  write_file(src.path / "t" / "z", 10000, 99);
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0);
+    real_sender sender;
+    auto server =
+        co_await start_real_sender(acceptor, src.path / "t", true, sender_options(), sender);
+    constexpr std::uint32_t chunk = 4096;
+    constexpr std::uint32_t limit = proto::max_message_size; // the least a receiver takes
+    ar::memory_region region(server, chunk * 3, ar::access::local_write | ar::access::remote_write);
+    auto m = co_await receive_message(server);
+    BOOST_REQUIRE(std::holds_alternative<proto::hello>(m));
+    co_await send_message(server, proto::hello_ack{chunk, 3, region.remote(), limit});
+    std::vector<std::byte> in(limit); // a larger batch would not fit: the receive would fail
+    std::vector<std::string> names;
+    std::uint32_t next_id = 0;
+    std::uint32_t chunks = 0; // seen so far: each status credits all of them
+    int batches = 0;
+    while (next_id < 12) { // the entries in the order the sender lists them
+      auto decoded = co_await next_from(server, in);
+      if (auto* begin = std::get_if<proto::file_begin>(&decoded)) {
+        // The large file, in chunks: three of them, one per slot.
+        BOOST_TEST(begin->file_id == next_id);
+        BOOST_TEST(begin->name == "t/z");
+        BOOST_TEST(begin->size == 10000u);
+        names.emplace_back(begin->name);
+        for (int i = 0; i < 3; ++i, ++chunks) {
+          auto chunk = co_await next_from(server, in);
+          BOOST_REQUIRE(std::holds_alternative<proto::credit>(chunk));
+          BOOST_TEST(std::get<proto::credit>(chunk).sequence == chunks);
+        }
+        auto end = co_await receive_message(server);
+        BOOST_REQUIRE(std::holds_alternative<proto::file_end>(end));
+        co_await send_message(server, proto::status{next_id++, proto::status_code::ok, chunks});
+        continue;
+      }
+      BOOST_REQUIRE(std::holds_alternative<proto::file_batch>(decoded));
+      auto& batch = std::get<proto::file_batch>(decoded);
+      ++batches;
+      BOOST_TEST(batch.first_file_id == next_id);
+      auto rest = batch.records;
+      proto::batch_record record;
+      for (std::uint16_t i = 0; i < batch.count; ++i) {
+        BOOST_REQUIRE(proto::take_record(rest, next_id++, record));
+        names.emplace_back(record.entry.name);
+        if (record.entry.kind == proto::entry_kind::directory)
+          continue;
+        auto want = read_file(src.path / record.entry.name);
+        BOOST_TEST(record.data.size() == want.size());
+        BOOST_TEST(std::memcmp(record.data.data(), want.data(), want.size()) == 0);
+        BOOST_TEST(record.crc32c == proto::crc32c(0, record.data));
+      }
+      co_await send_message(server, proto::status{next_id - 1, proto::status_code::ok, chunks});
+    }
+    // 4 files of 1000 bytes fill a batch of 4124 bytes: 3 batches, or more
+    // where the large file splits a run.
+    BOOST_TEST(batches >= 3);
+    BOOST_TEST(batches <= 5);
+    std::vector<std::string> expected{"t", "t/z"};
+    for (int i = 0; i < 10; ++i)
+      expected.push_back("t/f" + std::to_string(i));
+    std::sort(expected.begin(), expected.end());
+    std::sort(names.begin(), names.end());
+    BOOST_TEST(names == expected, boost::test_tools::per_element());
+    co_await wait_until(sender.done);
+    BOOST_TEST(!sender.ec, sender.ec.message());
+    BOOST_TEST(sender.result.files == 12u);
+    BOOST_TEST(sender.result.bytes == 20000u);
+    BOOST_TEST(sender.result.bytes_sent == 20000u);
   });
 }
 

@@ -168,6 +168,47 @@ BOOST_AUTO_TEST_CASE(names_escaping_the_directory_are_refused) {
   BOOST_TEST(listing(outside.path) == expected, boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(a_batch_stores_its_records_up_to_the_first_refused_one) {
+  asio::io_context io;
+  temp_dir dst;
+  auto receiver = make_receiver(io, dst.path);
+  enum class fault { bad_name, bad_checksum };
+  for (auto f : {fault::bad_name, fault::bad_checksum}) {
+    pending_receive p;
+    start_receive(receiver, p);
+    run(io, [&]() -> awaitable<void> {
+      auto conn = co_await connect_to(receiver);
+      auto ack = co_await handshake(conn);
+      BOOST_TEST(ack.batch_limit == 64u * 1024); // as large as its connection's messages
+      std::vector<std::byte> out(4096);
+      proto::batch_builder b(out, 5);
+      auto one = b.add(proto::entry_kind::file, 0640, "one", 3);
+      std::memcpy(one.data(), "abc", 3);
+      b.set_crc(proto::crc32c(0, one));
+      auto two = b.add(proto::entry_kind::file, 0600, f == fault::bad_name ? "../two" : "two", 3);
+      std::memcpy(two.data(), "def", 3);
+      b.set_crc(proto::crc32c(0, two) ^ (f == fault::bad_checksum ? 1u : 0u));
+      b.add(proto::entry_kind::file, 0600, "three", 0);
+      out.resize(b.finish());
+      co_await conn.async_send(asio::buffer(out), use_awaitable);
+      auto m = co_await receive_message(conn);
+      BOOST_REQUIRE(std::holds_alternative<proto::status>(m));
+      BOOST_TEST(std::get<proto::status>(m).file_id == 6u); // the second record
+      BOOST_TEST((std::get<proto::status>(m).code ==
+                  (f == fault::bad_name ? proto::status_code::bad_name
+                                        : proto::status_code::checksum_mismatch)));
+      co_await wait_until(p.done);
+    });
+    BOOST_TEST((p.ec == ar::errc::protocol_error), p.ec.message());
+    // The record before the refused one is stored, none after it.
+    BOOST_TEST(p.result.files.size() == 1u);
+    BOOST_TEST(listing(dst.path) == std::vector<std::string>{"one"},
+               boost::test_tools::per_element());
+    BOOST_TEST(read_file(dst.path / "one").size() == 3u);
+    fs::remove(dst.path / "one");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_commit_refused_by_the_filesystem_is_store_failed_and_names_the_step) {
   asio::io_context io;
   temp_dir src, dst;

@@ -35,6 +35,14 @@ template <typename T> bool round_trip(const T& m) {
   return std::get<T>(back) == m;
 }
 
+/// `bytes` decode to nothing but a protocol error.
+void check_refused(const std::vector<std::byte>& bytes, const char* what) {
+  ar::error_code ec;
+  auto m = proto::decode(bytes, ec);
+  BOOST_TEST((ec == ar::errc::protocol_error), what);
+  BOOST_TEST(std::holds_alternative<std::monostate>(m), what);
+}
+
 std::span<const std::byte> as_bytes(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));
 }
@@ -44,7 +52,8 @@ std::span<const std::byte> as_bytes(const std::string& s) {
 BOOST_AUTO_TEST_CASE(every_message_round_trips) {
   proto::hello h{1 << 20, 8};
   BOOST_TEST(round_trip(h));
-  proto::hello_ack a{65536, 4, ar::remote_buffer{0x1122334455667788ull, 0xabcdef01u, 262144}};
+  proto::hello_ack a{65536, 4, ar::remote_buffer{0x1122334455667788ull, 0xabcdef01u, 262144},
+                     65536};
   BOOST_TEST(round_trip(a));
   std::string name = "dir/sub/file.bin";
   proto::file_begin b{7, proto::entry_kind::file, 0644, 123456789012ull, name};
@@ -72,9 +81,12 @@ BOOST_AUTO_TEST_CASE(every_message_round_trips) {
 BOOST_AUTO_TEST_CASE(layout_is_fixed_and_in_network_byte_order) {
   auto bytes = encoded(proto::hello{0x01020304u, 0x0506});
   BOOST_TEST(bytes.size() == 16u);
-  const unsigned char expected[16] = {'R', 'D', 'F', 'T', 3, 1, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0};
+  const unsigned char expected[16] = {'R', 'D', 'F', 'T', 4, 1, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0};
   BOOST_TEST(std::memcmp(bytes.data(), expected, 16) == 0);
   BOOST_TEST(encoded(proto::hello_ack{}).size() == 40u);
+  auto ack = encoded(proto::hello_ack{1, 1, ar::remote_buffer{}, 0x01020304u});
+  BOOST_TEST(int(ack[28]) == 1); // batch_limit, big-endian, after the rkey
+  BOOST_TEST(int(ack[31]) == 4);
   BOOST_TEST(encoded(proto::file_end{}).size() == 24u);
   BOOST_TEST(encoded(proto::credit{}).size() == 16u);
   BOOST_TEST(encoded(proto::status{}).size() == 24u);
@@ -99,12 +111,7 @@ BOOST_AUTO_TEST_CASE(layout_is_fixed_and_in_network_byte_order) {
 
 BOOST_AUTO_TEST_CASE(malformed_messages_are_protocol_errors) {
   auto good = encoded(proto::credit{3});
-  auto check = [](std::vector<std::byte> bytes, const char* what) {
-    ar::error_code ec;
-    auto m = proto::decode(bytes, ec);
-    BOOST_TEST((ec == ar::errc::protocol_error), what);
-    BOOST_TEST(std::holds_alternative<std::monostate>(m), what);
-  };
+  const auto& check = check_refused;
   check({}, "empty");
   check(std::vector<std::byte>(good.begin(), good.begin() + 7), "shorter than a header");
   check(std::vector<std::byte>(good.begin(), good.end() - 1), "truncated");
@@ -121,7 +128,10 @@ BOOST_AUTO_TEST_CASE(malformed_messages_are_protocol_errors) {
   bad[4] = std::byte{2};
   check(bad, "version 2 (a status per file_begin, chunks numbered per file) is refused");
   bad = good;
-  bad[4] = std::byte{4};
+  bad[4] = std::byte{3};
+  check(bad, "version 3 (no file_batch) is refused");
+  bad = good;
+  bad[4] = std::byte{5};
   check(bad, "unknown version");
   bad = good;
   bad[5] = std::byte{99};
@@ -298,4 +308,117 @@ BOOST_AUTO_TEST_CASE(challenge_and_proof_round_trip_in_40_bytes) {
   ar::error_code ec;
   proto::decode(bytes, ec);
   BOOST_TEST((ec == ar::errc::protocol_error));
+}
+
+namespace {
+
+/// A batch of a directory, a file and an empty file, built as the sender does.
+std::vector<std::byte> sample_batch(std::uint32_t first_file_id) {
+  std::vector<std::byte> out(256);
+  proto::batch_builder b(out, first_file_id);
+  BOOST_TEST(b.fits(3, 0));
+  b.add(proto::entry_kind::directory, 0755, "dir", 0);
+  auto data = b.add(proto::entry_kind::file, 0640, "dir/f", 5);
+  BOOST_REQUIRE(data.size() == 5u);
+  std::memcpy(data.data(), "hello", 5);
+  b.set_crc(proto::crc32c(0, data));
+  b.add(proto::entry_kind::file, 0600, "empty", 0);
+  BOOST_TEST(b.count() == 3u);
+  out.resize(b.finish());
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_file_batch_carries_whole_entries_with_consecutive_ids) {
+  auto bytes = sample_batch(41);
+  BOOST_TEST(bytes.size() ==
+             proto::batch_header_size + 3 * proto::record_header_size + 3 + 5 + 5 + 5);
+  ar::error_code ec;
+  auto m = proto::decode(bytes, ec);
+  BOOST_REQUIRE(!ec);
+  BOOST_REQUIRE(std::holds_alternative<proto::file_batch>(m));
+  auto batch = std::get<proto::file_batch>(m);
+  BOOST_TEST(batch.first_file_id == 41u);
+  BOOST_TEST(batch.count == 3u);
+  auto rest = batch.records;
+  proto::batch_record r;
+  BOOST_REQUIRE(proto::take_record(rest, 41, r));
+  BOOST_TEST((r.entry.kind == proto::entry_kind::directory));
+  BOOST_TEST(r.entry.name == "dir");
+  BOOST_TEST(r.entry.mode == 0755u);
+  BOOST_TEST(r.data.empty());
+  BOOST_REQUIRE(proto::take_record(rest, 42, r));
+  BOOST_TEST(r.entry.file_id == 42u);
+  BOOST_TEST((r.entry.kind == proto::entry_kind::file));
+  BOOST_TEST(r.entry.name == "dir/f");
+  BOOST_TEST(r.entry.mode == 0640u);
+  BOOST_TEST(r.entry.size == 5u);
+  BOOST_TEST(std::memcmp(r.data.data(), "hello", 5) == 0);
+  BOOST_TEST(r.crc32c == proto::crc32c(0, r.data));
+  BOOST_REQUIRE(proto::take_record(rest, 43, r));
+  BOOST_TEST(r.entry.name == "empty");
+  BOOST_TEST(r.data.empty());
+  BOOST_TEST(rest.empty());
+  // The header: type 11, then the first id and the count, big-endian.
+  BOOST_TEST(int(bytes[5]) == 11);
+  BOOST_TEST(int(bytes[11]) == 41);
+  BOOST_TEST(int(bytes[13]) == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_builder_takes_only_what_fits) {
+  std::vector<std::byte> out(proto::batch_header_size + proto::record_header_size + 10);
+  proto::batch_builder b(out, 0);
+  BOOST_TEST(b.fits(4, 6));  // exactly the room left
+  BOOST_TEST(!b.fits(4, 7)); // one byte more
+  BOOST_TEST(!b.fits(0, 1)); // no name
+  BOOST_TEST(!b.fits(proto::max_name_length + 1, 0));
+  b.add(proto::entry_kind::file, 0600, "name", 6);
+  BOOST_TEST(!b.fits(1, 0));
+  BOOST_TEST(b.finish() == out.size());
+}
+
+BOOST_AUTO_TEST_CASE(malformed_file_batches_are_protocol_errors) {
+  const auto good = sample_batch(0);
+  const auto& check = check_refused;
+  const std::size_t first = proto::batch_header_size; // the directory's record
+  const std::size_t second = first + proto::record_header_size + 3;
+  auto bad = good;
+  bad[13] = std::byte{0};
+  check(bad, "no record");
+  bad = good;
+  bad[13] = std::byte{4};
+  check(bad, "more records announced than there are");
+  bad = good;
+  bad[13] = std::byte{2};
+  check(bad, "bytes after the last record");
+  check(std::vector<std::byte>(good.begin(), good.end() - 1), "the last record truncated");
+  bad = good;
+  bad[15] = std::byte{1};
+  check(bad, "reserved field set");
+  bad = good;
+  bad[first] = std::byte{3};
+  check(bad, "unknown kind");
+  bad = good;
+  bad[first + 1] = std::byte{1};
+  check(bad, "flags set (no resume in a batch)");
+  bad = good;
+  bad[first + 2] = std::byte{0};
+  bad[first + 3] = std::byte{0};
+  check(bad, "empty name");
+  bad = good;
+  bad[first + 2] = std::byte{0x01}; // 259 bytes
+  check(bad, "name longer than the record");
+  bad = good;
+  bad[first + 5] = std::byte{0x10}; // mode 010755
+  check(bad, "mode beyond 07777");
+  bad = good;
+  bad[first + 11] = std::byte{1};
+  check(bad, "a directory with data");
+  bad = good;
+  bad[first + 15] = std::byte{1};
+  check(bad, "a directory with a checksum");
+  bad = good;
+  bad[second + 8] = std::byte{0x7f};
+  check(bad, "a file's size beyond the message");
 }

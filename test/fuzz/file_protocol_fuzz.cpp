@@ -6,7 +6,10 @@
 // CRC-32C computed in two pieces equals the one-piece value. Version 2's
 // resume messages: a file_begin carries no flag but flag_resume (and none on
 // a directory), a resume_point for an empty prefix has the CRC of nothing
-// (0), and every message of another version is refused.
+// (0), and every message of another version is refused. A file_batch's
+// records, rebuilt with batch_builder as the sender builds them, give back
+// exactly the input bytes; each record lies inside the input, and a
+// directory's carries no data and no checksum.
 #include "fuzz_check.hpp"
 
 #include "../../lib/file_transfer/file_name.hpp"
@@ -16,6 +19,7 @@
 #include <array>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace fp = asio_rdma::detail::file_protocol;
 
@@ -42,6 +46,33 @@ void check_name(std::string_view name) {
   FUZZ_CHECK(joined == name);
 }
 
+void check_batch(const fp::file_batch& batch, std::span<const std::byte> in) {
+  FUZZ_CHECK(batch.count > 0);
+  FUZZ_CHECK(batch.records.data() == in.data() + fp::batch_header_size);
+  std::vector<std::byte> out(in.size());
+  fp::batch_builder rebuilt(out, batch.first_file_id);
+  auto rest = batch.records;
+  fp::batch_record r;
+  for (std::uint16_t i = 0; i < batch.count; ++i) {
+    FUZZ_CHECK(fp::take_record(rest, batch.first_file_id + i, r));
+    FUZZ_CHECK(r.entry.file_id == batch.first_file_id + i && r.entry.flags == 0);
+    FUZZ_CHECK(r.data.size() == r.entry.size);
+    FUZZ_CHECK(r.data.data() >= in.data() &&
+               r.data.data() + r.data.size() <= in.data() + in.size());
+    if (r.entry.kind == fp::entry_kind::directory)
+      FUZZ_CHECK(r.data.empty() && r.crc32c == 0);
+    check_name(r.entry.name);
+    FUZZ_CHECK(rebuilt.fits(r.entry.name.size(), r.entry.size));
+    auto data = rebuilt.add(r.entry.kind, r.entry.mode, r.entry.name,
+                            static_cast<std::uint32_t>(r.entry.size));
+    std::copy(r.data.begin(), r.data.end(), data.begin());
+    rebuilt.set_crc(r.crc32c);
+  }
+  FUZZ_CHECK(rest.empty());
+  FUZZ_CHECK(rebuilt.finish() == in.size());
+  FUZZ_CHECK(std::equal(out.begin(), out.end(), in.begin()));
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -52,6 +83,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (ec) {
     FUZZ_CHECK(ec == asio_rdma::errc::protocol_error);
     FUZZ_CHECK(std::holds_alternative<std::monostate>(m));
+  } else if (const auto* batch = std::get_if<fp::file_batch>(&m)) {
+    check_batch(*batch, in);
   } else {
     FUZZ_CHECK(!std::holds_alternative<std::monostate>(m));
     static std::array<std::byte, fp::max_message_size> out;

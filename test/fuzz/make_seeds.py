@@ -41,13 +41,13 @@ write("queue_pair_endpoint", "truncated", qp_endpoint(2, 0x11, 1, 0, 1, 3, ROCE_
 MAGIC = 0x52444654
 
 
-def header(t, version=3):
+def header(t, version=4):
     return struct.pack(">IBBH", MAGIC, version, t, 0)
 
 
 write("file_protocol", "hello", header(1) + struct.pack(">IHH", 1 << 20, 8, 0))
 write("file_protocol", "hello_ack",
-      header(2) + struct.pack(">IHHQIIQ", 1 << 20, 4, 0, 0x7F0000000000, 0x99, 0, 4 << 20))
+      header(2) + struct.pack(">IHHQIIQ", 1 << 20, 4, 0, 0x7F0000000000, 0x99, 65536, 4 << 20))
 for name, kind, flags, mode, size, text in [("file_begin", 1, 0, 0o644, 1000, "dir/file.txt"),
                                             ("file_begin_resume", 1, 1, 0o644, 1000, "f.bin"),
                                             ("dir_begin", 2, 0, 0o755, 0, "dir"),
@@ -60,7 +60,17 @@ write("file_protocol", "credit", header(5) + struct.pack(">II", 42, 0))
 write("file_protocol", "status", header(6) + struct.pack(">IHHII", 7, 4, 0, 12, 0))
 write("file_protocol", "resume_point", header(9) + struct.pack(">IIQ", 7, 0xE3069283, 65536))
 write("file_protocol", "resume_from", header(10) + struct.pack(">IIQ", 7, 0, 65536))
-write("file_protocol", "version_2_hello", header(1, version=2) + struct.pack(">IHH", 1 << 20, 8, 0))
+write("file_protocol", "version_3_hello", header(1, version=3) + struct.pack(">IHH", 1 << 20, 8, 0))
+
+
+def record(kind, mode, name, data=b"", crc=0):
+    raw = name.encode()
+    return struct.pack(">BBHIII", kind, 0, len(raw), mode, len(data), crc) + raw + data
+
+
+write("file_protocol", "file_batch",
+      header(11) + struct.pack(">IHH", 7, 3, 0) + record(2, 0o755, "dir") +
+      record(1, 0o644, "dir/a.txt", b"hello", 0x9A71BB4C) + record(1, 0o600, "empty"))
 write("file_protocol", "bad_magic", struct.pack(">IBBH", 0x12345678, 1, 1, 0) + b"\0" * 8)
 
 params = b"RB" + struct.pack("<BBBBHIII", 1, 1, 1, 1, 16, 4096, 64, 0)
