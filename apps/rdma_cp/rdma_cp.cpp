@@ -247,10 +247,12 @@ int serve(asio::io_context& io, const settings& s) {
   options.max_connections_per_peer = s.max_connections_per_peer;
   options.max_files_in_flight_per_peer = s.max_files_per_peer;
   options.fsync = !s.no_fsync;
+  // Not flushed per file (a write and a wake-up of whoever reads the log, per
+  // file of a tree): a terminal gets each line anyway, a pipe or a file gets
+  // them by the buffer and at the end of each connection (report below).
   options.on_file = [](const asio_rdma::received_file& f) {
     std::printf("rdma_cp: received %s%s (%llu bytes)\n", f.name.c_str(), f.directory ? "/" : "",
                 static_cast<unsigned long long>(f.size));
-    std::fflush(stdout);
   };
   std::optional<asio_rdma::file_receiver> made;
   try {
@@ -299,6 +301,7 @@ int serve(asio::io_context& io, const settings& s) {
       receiver.stop();
   });
   auto report = [&](asio_rdma::error_code ec, const asio_rdma::receive_result& r) {
+    std::fflush(stdout); // the connection's files before its outcome
     std::ostringstream peer;
     peer << r.peer;
     if (ec) {

@@ -102,14 +102,22 @@ partial_file partial_file::create(int root, std::span<const std::string> compone
     ec = errc::protocol_error;
     return f;
   }
-  f.directory_ = open_directories(root, components.first(components.size() - 1), ec);
+  auto directory = open_directories(root, components.first(components.size() - 1), ec);
   if (ec)
     return f;
+  return create_in(std::make_shared<const unique_fd>(std::move(directory)), components.back(), ec);
+}
+
+partial_file partial_file::create_in(shared_directory directory, const std::string& name,
+                                     error_code& ec) {
+  ec = {};
+  partial_file f;
+  f.directory_ = std::move(directory);
   // A temporary of this transfer's own: with O_EXCL, two transfers of one
   // name at once never write into the same file.
   for (std::uint64_t attempt = 0;; ++attempt) {
-    std::string temporary = make_temporary_name(components.back(), attempt);
-    f.file_ = unique_fd(::openat(f.directory_.get(), temporary.c_str(),
+    std::string temporary = make_temporary_name(name, attempt);
+    f.file_ = unique_fd(::openat(f.dir(), temporary.c_str(),
                                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (f.file_) {
       f.temporary_ = std::move(temporary);
@@ -120,7 +128,7 @@ partial_file partial_file::create(int root, std::span<const std::string> compone
       return f;
     }
   }
-  f.name_ = components.back();
+  f.name_ = name;
   return f;
 }
 
@@ -134,13 +142,14 @@ partial_file partial_file::open_resumable(int root, std::span<const std::string>
     ec = errc::protocol_error;
     return f;
   }
-  f.directory_ = open_directories(root, components.first(components.size() - 1), ec);
+  f.directory_ = std::make_shared<const unique_fd>(
+      open_directories(root, components.first(components.size() - 1), ec));
   if (ec)
     return f;
   std::string suffix = "." + std::string(key) + ".resume.part";
   std::string temporary = components.back().substr(0, 255 - suffix.size()) + suffix;
-  unique_fd fd(::openat(f.directory_.get(), temporary.c_str(),
-                        O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  unique_fd fd(
+      ::openat(f.dir(), temporary.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) {
     ec = from_errno();
     return f;
@@ -257,13 +266,13 @@ void partial_file::write_at(std::span<const std::byte> data, std::uint64_t offse
 
 bool partial_file::target_exists() const noexcept {
   struct stat st {};
-  return ::fstatat(directory_.get(), name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  return ::fstatat(dir(), name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-std::uint64_t partial_file::free_space(error_code& ec) const noexcept {
+std::uint64_t free_space(int dir, error_code& ec) noexcept {
   ec = {};
   struct statvfs sv {};
-  if (::fstatvfs(directory_.get(), &sv) != 0) {
+  if (::fstatvfs(dir, &sv) != 0) {
     ec = from_errno();
     return 0;
   }
@@ -363,14 +372,15 @@ commit_method probe_commit_method(int dir, bool durable, const char*& failed_ste
 }
 
 void partial_file::commit(std::uint32_t mode, bool durable, overwrite_policy policy,
-                          commit_method method, std::string& stored_name, error_code& ec) noexcept {
+                          commit_method method, std::string& stored_name, error_code& ec,
+                          bool sync_directory) noexcept {
   ec = {};
   failed_step_ = "";
   auto fail = [&](error_code e, const char* step) {
     ec = e;
     failed_step_ = step;
     file_ = unique_fd();
-    ::unlinkat(directory_.get(), temporary_.c_str(), 0);
+    ::unlinkat(dir(), temporary_.c_str(), 0);
     name_.clear();
     temporary_.clear();
   };
@@ -381,7 +391,7 @@ void partial_file::commit(std::uint32_t mode, bool durable, overwrite_policy pol
     return fail(from_errno(), "fsync");
   if (::close(file_.release()) != 0)
     return fail(from_errno(), "close");
-  const int dir = directory_.get();
+  const int dir = this->dir();
   if (policy == overwrite_policy::replace) {
     // rename() replaces NAME atomically: a reader (or a concurrent transfer
     // of the same name) sees the old file or this one, never a mixture.
@@ -408,7 +418,7 @@ void partial_file::commit(std::uint32_t mode, bool durable, overwrite_policy pol
   name_.clear();
   temporary_.clear();
   // ...and the directory entry too, before the name is reported.
-  if (durable && ::fsync(dir) != 0) {
+  if (durable && sync_directory && ::fsync(dir) != 0) {
     ec = from_errno();
     failed_step_ = "fsync the directory";
   }
@@ -418,7 +428,7 @@ void partial_file::discard() noexcept {
   if (temporary_.empty())
     return;
   file_ = unique_fd();
-  ::unlinkat(directory_.get(), temporary_.c_str(), 0);
+  ::unlinkat(dir(), temporary_.c_str(), 0);
   name_.clear();
   temporary_.clear();
 }

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,6 +56,14 @@ commit_method probe_commit_method(int dir, bool durable, const char*& failed_ste
 /// `components` below `root`; symbolic links are refused (ELOOP/ENOTDIR).
 unique_fd open_directories(int root, std::span<const std::string> components, error_code& ec);
 
+/// A directory opened once for several files (a batch's records), shared by
+/// their partial_files.
+using shared_directory = std::shared_ptr<const unique_fd>;
+
+/// Bytes an unprivileged writer may still use on the file system of the
+/// directory `dir` (statvfs f_bavail * f_frsize).
+std::uint64_t free_space(int dir, error_code& ec) noexcept;
+
 /// A file being received: NAME.part in its directory until commit().
 class partial_file {
 public:
@@ -70,6 +79,9 @@ public:
   /// (COMPONENTS = DIR..., NAME; NAME is shortened in the temporary's name
   /// where the whole would exceed NAME_MAX), mode 0600 until commit.
   static partial_file create(int root, std::span<const std::string> components, error_code& ec);
+  /// As create(), in the open directory `directory` (NAME = `name`).
+  static partial_file create_in(shared_directory directory, const std::string& name,
+                                error_code& ec);
 
   /// Opens (or creates) the kept temporary of a resumable transfer,
   /// DIR/NAME.<key>.resume.part, and locks it (flock) for this transfer.
@@ -99,16 +111,18 @@ public:
   bool target_exists() const noexcept;
   /// Bytes an unprivileged writer may still use on the temporary's file
   /// system (statvfs f_bavail * f_frsize).
-  std::uint64_t free_space(error_code& ec) const noexcept;
+  std::uint64_t free_space(error_code& ec) const noexcept { return detail::free_space(dir(), ec); }
   /// Applies `mode`, fsyncs the file if `durable`, closes it and gives it the
   /// name NAME by `policy`: replace (rename, atomically), refuse (by `method`
   /// without replacing; errc::file_exists if NAME exists) or keep_both (NAME,
   /// else STEM.1.EXT, STEM.2.EXT, ...: the first free one). Then fsyncs the
-  /// directory if `durable`. `stored_name` receives the final name of the file
-  /// in its directory. On failure the temporary is removed and failed_step()
-  /// names the step that failed.
+  /// directory if `durable` and `sync_directory` (without it, the caller
+  /// does, once for several files, before reporting any of them stored).
+  /// `stored_name` receives the final name of the file in its directory. On
+  /// failure the temporary is removed and failed_step() names the step that
+  /// failed.
   void commit(std::uint32_t mode, bool durable, overwrite_policy policy, commit_method method,
-              std::string& stored_name, error_code& ec) noexcept;
+              std::string& stored_name, error_code& ec, bool sync_directory = true) noexcept;
   /// The step of the last commit() that failed ("fsync", "link to the final
   /// name", ...), for messages; empty if none did.
   const char* failed_step() const noexcept { return failed_step_; }
@@ -116,7 +130,9 @@ public:
   void discard() noexcept;
 
 private:
-  unique_fd directory_;
+  int dir() const noexcept { return directory_ ? directory_->get() : -1; }
+
+  shared_directory directory_;
   unique_fd file_;
   std::string name_;
   std::string temporary_;

@@ -12,6 +12,7 @@
 #include <boost/asio/this_coro.hpp>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -211,6 +212,22 @@ awaitable<error_code> receive_session::on_batch(const proto::file_batch& m) {
   if (file_.is_open() || ack_.slots == 0 || awaiting_resume_)
     co_return co_await refuse(m.first_file_id, proto::status_code::protocol_error,
                               errc::protocol_error);
+  batch_.emplace();
+  auto ec = co_await store_batch(m);
+  // What was stored before a failure is reported too (if durable).
+  if (auto sync_ec = sync_batch(); sync_ec && !ec) {
+    auto last = m.first_file_id + m.count - 1;
+    ec = co_await refuse_write(last, sync_ec, "storing a batch: fsync the directory",
+                               proto::status_code::store_failed);
+  }
+  batch_.reset();
+  if (ec)
+    co_return ec;
+  // One status for the batch: every record is stored.
+  co_return co_await post_ok(m.first_file_id + m.count - 1);
+}
+
+awaitable<error_code> receive_session::store_batch(const proto::file_batch& m) {
   auto rest = m.records;
   proto::batch_record record;
   for (std::uint16_t i = 0; i < m.count; ++i) {
@@ -233,8 +250,7 @@ awaitable<error_code> receive_session::on_batch(const proto::file_batch& m) {
     if (auto ec = co_await store({record.entry.file_id, record.crc32c, record.entry.size}))
       co_return ec;
   }
-  // One status for the batch: every record is stored.
-  co_return co_await post_ok(m.first_file_id + m.count - 1);
+  co_return error_code();
 }
 
 awaitable<error_code> receive_session::open_entry(const proto::file_begin& m, bool& directory,
@@ -275,10 +291,12 @@ awaitable<error_code> receive_session::open_entry(const proto::file_begin& m, bo
     co_return co_await refuse_io(m.file_id, ec, "creating a temporary for " + f.name);
   }
   // Refused early (before any data) when the name is taken; commit checks
-  // again, atomically, for a file that appeared meanwhile.
-  if (options.overwrite == overwrite_policy::refuse && file_.target_exists())
+  // again, atomically, for a file that appeared meanwhile. (A batch's file
+  // is here already: commit's check is enough.)
+  if (options.overwrite == overwrite_policy::refuse && !batch_ && file_.target_exists())
     co_return co_await refuse(m.file_id, proto::status_code::file_exists, errc::file_exists);
-  std::uint64_t free = file_.free_space(ec);
+  // In a batch, the free space was read once with the directory.
+  std::uint64_t free = batch_ ? batch_->free : file_.free_space(ec);
   if (ec)
     co_return co_await refuse_io(m.file_id, ec, "reading the free space for " + f.name);
   if (offset > m.size) { // not this file's prefix after all
@@ -289,6 +307,8 @@ awaitable<error_code> receive_session::open_entry(const proto::file_begin& m, bo
   }
   if (m.size - offset > free)
     co_return co_await refuse(m.file_id, proto::status_code::no_space, errc::no_space);
+  if (batch_)
+    batch_->free -= m.size;
   name_ = std::move(f.name);
   file_id_ = m.file_id;
   mode_ = f.mode;
@@ -339,7 +359,41 @@ partial_file receive_session::open_file(const proto::file_begin& m,
     // Another transfer of this file holds the kept one: this one is not
     // resumable and starts from nothing.
   }
+  if (batch_)
+    return partial_file::create_in(batch_directory(components.first(components.size() - 1), ec),
+                                   components.back(), ec);
   return partial_file::create(impl_.directory_fd.get(), components, ec);
+}
+
+shared_directory receive_session::batch_directory(std::span<const std::string> parent,
+                                                  error_code& ec) {
+  auto& b = *batch_;
+  if (b.directory && std::equal(parent.begin(), parent.end(), b.parent.begin(), b.parent.end()))
+    return b.directory;
+  // Another directory: the files stored in the last one become durable and
+  // are reported first.
+  if ((ec = sync_batch()))
+    return {};
+  b.directory =
+      std::make_shared<const unique_fd>(open_directories(impl_.directory_fd.get(), parent, ec));
+  if (!ec)
+    b.free = free_space(b.directory->get(), ec);
+  if (ec) {
+    b.directory.reset();
+    return {};
+  }
+  b.parent.assign(parent.begin(), parent.end());
+  return b.directory;
+}
+
+error_code receive_session::sync_batch() {
+  auto& b = *batch_;
+  if (!b.stored.empty() && impl_.options.fsync && ::fsync(b.directory->get()) != 0)
+    return from_errno();
+  for (auto& f : b.stored)
+    completed(std::move(f));
+  b.stored.clear();
+  return {};
 }
 
 awaitable<error_code> receive_session::on_resume_from(const proto::resume_from& m) {
@@ -465,8 +519,9 @@ awaitable<error_code> receive_session::store(const proto::file_end& m) {
                               errc::protocol_error);
   error_code ec;
   std::string stored;
-  file_.commit(mode_, impl_.options.fsync, impl_.options.overwrite, impl_.commit_method, stored,
-               ec);
+  // A batch's directory is fsynced once, after its files (sync_batch()).
+  file_.commit(mode_, impl_.options.fsync, impl_.options.overwrite, impl_.commit_method, stored, ec,
+               !batch_);
   release_file_slot();
   if (ec)
     co_return co_await refuse_write(m.file_id, ec, "storing " + name_ + ": " + file_.failed_step(),
@@ -480,7 +535,10 @@ awaitable<error_code> receive_session::store(const proto::file_end& m) {
   f.size = size_;
   f.mode = mode_;
   result_.bytes += size_;
-  completed(std::move(f));
+  if (batch_)
+    batch_->stored.push_back(std::move(f)); // reported once its directory entry is durable
+  else
+    completed(std::move(f));
   co_return error_code();
 }
 

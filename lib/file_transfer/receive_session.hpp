@@ -19,6 +19,7 @@
 #include <boost/asio/strand.hpp>
 
 #include <array>
+#include <optional>
 #include <vector>
 
 namespace asio_rdma::detail {
@@ -72,6 +73,16 @@ private:
                                                 std::uint64_t& offset);
   /// Every record of a batch stored, then one ok status.
   boost::asio::awaitable<error_code> on_batch(const file_protocol::file_batch& m);
+  /// Stores the records of a batch in order; the first failure refuses its
+  /// record and ends it.
+  boost::asio::awaitable<error_code> store_batch(const file_protocol::file_batch& m);
+  /// The open directory `parent` (below the receiving directory) for a
+  /// batch's file: the last one's again if the same, else opened anew
+  /// (sync_batch() first) with its free space read.
+  shared_directory batch_directory(std::span<const std::string> parent, error_code& ec);
+  /// fsyncs the batch's directory (if durable) and reports the files stored
+  /// in it: once per directory and batch, not once per file.
+  error_code sync_batch();
   boost::asio::awaitable<error_code> on_chunk(const received_message& m);
   boost::asio::awaitable<error_code> on_end(const file_protocol::file_end& m);
   /// Checks the open file's size and CRC-32C against `m` and commits it
@@ -156,6 +167,16 @@ private:
   bool over_limit_ = false;
   /// The current file counts against the peer's files in flight.
   bool file_slot_ = false;
+
+  /// While a file_batch is stored: the directory its last file went to,
+  /// shared by its files, and the files stored there and not yet reported.
+  struct batch_state {
+    std::vector<std::string> parent;
+    shared_directory directory;
+    std::uint64_t free = 0; ///< the directory's free space, less the files admitted
+    std::vector<received_file> stored;
+  };
+  std::optional<batch_state> batch_;
 
   // The file being received.
   partial_file file_;
