@@ -241,6 +241,11 @@ int serve(asio::io_context& io, const settings& s) {
     options.disk_executor = disk->get_executor();
   }
   options.transfer = s.transfer;
+  // Every buffer of a connection's send queue is max_message_size (64 KiB)
+  // of registered memory, and registering is much of a connection's set-up:
+  // the receiver sends only small messages, at most its credit ring (2 x
+  // depth) and a status or two at once.
+  options.acceptor.connection.send_queue_depth = 2u * s.transfer.depth + 8;
   options.resume_max_age = s.resume_max_age;
   options.overwrite = s.overwrite;
   options.max_file_size = s.max_file_size;
@@ -382,6 +387,10 @@ awaitable<void> send(settings s, send_outcome& out) {
     };
   asio_rdma::connection_options options;
   options.timeout = s.transfer.timeout;
+  // Sized to what a transfer has in flight (see serve): chunks (depth) and
+  // control messages (8) and batches (2) out; credits and statuses in.
+  options.send_queue_depth = s.transfer.depth + 16u;
+  options.receive_queue_depth = s.transfer.depth + 16u;
   auto [cec, conn] =
       co_await asio_rdma::async_connect(ex, s.host, s.port, options, asio::as_tuple(use_awaitable));
   if (cec) {
