@@ -24,6 +24,17 @@
 
 namespace asio_rdma::detail {
 
+/// While a receive_session stores a file_batch: the directory its last file
+/// went to, shared by its files, and the files stored there and not yet
+/// reported. (Not nested in receive_session: clang 16 cannot default-construct
+/// a nested class with member initializers in an optional member.)
+struct batch_state {
+  std::vector<std::string> parent;
+  shared_directory directory;
+  std::uint64_t free = 0; ///< the directory's free space, less the files admitted
+  std::vector<received_file> stored;
+};
+
 class receive_session {
 public:
   /// `over_limit`: the peer has too many connections; this one is refused
@@ -168,14 +179,7 @@ private:
   /// The current file counts against the peer's files in flight.
   bool file_slot_ = false;
 
-  /// While a file_batch is stored: the directory its last file went to,
-  /// shared by its files, and the files stored there and not yet reported.
-  struct batch_state {
-    std::vector<std::string> parent;
-    shared_directory directory;
-    std::uint64_t free = 0; ///< the directory's free space, less the files admitted
-    std::vector<received_file> stored;
-  };
+  /// While a file_batch is stored (see batch_state).
   std::optional<batch_state> batch_;
 
   // The file being received.
