@@ -240,8 +240,9 @@ private:
     co_await asio::this_coro::throw_if_cancelled(false);
     std::uint32_t file_id = 0;
     for (const auto& e : entries) {
-      // No co_await inside ?: here: GCC 12 evaluates both operands of a
-      // conditional whose result is assigned (not initialized) in a coroutine.
+      // No co_await inside ?: here: with `ec = dir ? co_await a : co_await b`
+      // GCC 12 ran both operands (a file was offered as a directory, then as
+      // a file), so if/else.
       error_code ec;
       if (batchable(e.name.size(), e.directory ? 0 : listed_[file_id]))
         ec = co_await batch_entry(e, file_id);
