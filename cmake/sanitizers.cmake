@@ -9,7 +9,14 @@ set(ASIO_RDMA_SANITIZE "" CACHE STRING "Sanitizers for every target (address,und
 option(ASIO_RDMA_FUZZ "Build the libFuzzer targets in test/fuzz (clang only)" OFF)
 
 if(ASIO_RDMA_SANITIZE)
-  add_compile_options(-fsanitize=${ASIO_RDMA_SANITIZE} -fno-omit-frame-pointer -g)
+  # Line tables are all a sanitizer report needs (file:line in every frame); full debug
+  # information made the two sanitizer builds about 4 minutes slower in CI.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    set(asio_rdma_debug_level -gline-tables-only)
+  else()
+    set(asio_rdma_debug_level -g1)
+  endif()
+  add_compile_options(-fsanitize=${ASIO_RDMA_SANITIZE} -fno-omit-frame-pointer ${asio_rdma_debug_level})
   add_link_options(-fsanitize=${ASIO_RDMA_SANITIZE})
   if(ASIO_RDMA_SANITIZE MATCHES "undefined")
     add_compile_options(-fno-sanitize-recover=undefined)

@@ -24,7 +24,7 @@ namespace {
 asio::awaitable<void> send_one(asio_rdma::raw_socket& socket,
                                const std::function<std::size_t(std::span<std::byte>)>& fill) {
   auto batch = co_await socket.async_acquire(1, asio::use_awaitable);
-  batch[0].length = fill(batch[0].buffer);
+  batch[0].length = fill(batch[0].buffer());
   co_await socket.async_send(std::move(batch), asio::use_awaitable);
 }
 

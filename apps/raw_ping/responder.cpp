@@ -34,10 +34,10 @@ asio::awaitable<int> run_responder(asio_rdma::raw_socket& socket, const options&
         if (request->operation != 1 || request->target_ip != opts.ip)
           continue;
         arp_message answer{2, mac, request->sender_mac, opts.ip, request->sender_ip};
-        reply.length = write_arp(reply.buffer, request->sender_mac, answer);
+        reply.length = write_arp(reply.buffer(), request->sender_mac, answer);
         ++used;
       } else if (auto echo = parse_echo(packet.data); echo && echo->type == 8) {
-        reply.length = write_echo_reply(reply.buffer, packet.data, mac);
+        reply.length = write_echo_reply(reply.buffer(), packet.data, mac);
         if (reply.length > 0) {
           ++used;
           ++replies;

@@ -41,6 +41,7 @@ namespace asio_rdma {
 
 namespace detail {
 class raw_socket_core;
+struct raw_packet_access;
 } // namespace detail
 
 /// Which implementation a raw_socket uses.
@@ -122,8 +123,12 @@ struct received_packet {
   /// The 802.1Q tag control information (priority, DEI, VLAN id = tci & 0x0fff) when the
   /// frame was tagged.
   std::optional<std::uint16_t> vlan_tci;
-  /// Identifies the lending buffer inside the backend (opaque).
-  std::uint32_t buffer_id = 0;
+
+private:
+  friend struct detail::raw_packet_access;
+  // Which of the backend's buffers lends `data`: the library's alone, so that releasing
+  // the batch can never hand back a buffer it did not lend.
+  std::uint32_t buffer_id_ = 0;
 };
 
 /// Received packets lent by raw_socket::async_receive. Move-only. Destroying the batch or
@@ -165,15 +170,22 @@ private:
   std::vector<received_packet> packets_;
 };
 
-/// One send buffer, lent by a send_batch: fill `buffer` with a whole frame (Ethernet header
+/// One send buffer, lent by a send_batch: fill buffer() with a whole frame (Ethernet header
 /// first) and set `length`.
-struct send_packet {
-  /// The buffer, max_packet_size bytes.
-  std::span<std::byte> buffer;
-  /// Bytes of `buffer` to send: 14 (an Ethernet header) up to buffer.size().
+class send_packet {
+public:
+  /// The buffer to fill, max_packet_size bytes of the socket's send memory. Which buffer a
+  /// packet lends is fixed: the library sends from that memory (registered with the NIC on
+  /// the verbs backend), so only its bytes and `length` are the user's to set.
+  std::span<std::byte> buffer() const noexcept { return buffer_; }
+  /// Bytes of buffer() to send: 14 (an Ethernet header) up to buffer().size(); async_send
+  /// fails with errc::invalid_option otherwise.
   std::size_t length = 0;
-  /// Identifies the buffer inside the backend (opaque).
-  std::uint32_t buffer_id = 0;
+
+private:
+  friend struct detail::raw_packet_access;
+  std::span<std::byte> buffer_;
+  std::uint32_t buffer_id_ = 0;
 };
 
 /// Send buffers lent by raw_socket::async_acquire, to be filled and passed to async_send.

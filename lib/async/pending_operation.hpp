@@ -16,6 +16,7 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 
@@ -143,8 +144,17 @@ private:
 
   static boost::asio::any_completion_executor tracked_executor(const handler_type& handler,
                                                                const boost::asio::any_io_executor& io) {
-    return boost::asio::prefer(boost::asio::get_associated_executor(handler, io),
+    return boost::asio::prefer(boost::asio::get_associated_executor(handler, candidate_of(io)),
                                boost::asio::execution::outstanding_work.tracked);
+  }
+  // The default executor as an any_completion_executor, built from the io_context's own
+  // executor type when it is one: Boost 1.81's any_completion_handler converts its candidate
+  // to any_completion_executor on every call, and from an any_io_executor that conversion
+  // allocates (a shared_target_executor) on each completion that is not direct.
+  static boost::asio::any_completion_executor candidate_of(const boost::asio::any_io_executor& io) {
+    if (const auto* own = io.target<boost::asio::io_context::executor_type>())
+      return boost::asio::any_completion_executor(*own);
+    return boost::asio::any_completion_executor(io);
   }
   // Not through asio::append: in Boost 1.81 an any_completion_handler used as a completion
   // token wraps itself recursively (fixed in 1.82), so the handler is moved into a lambda.

@@ -10,6 +10,20 @@
 
 namespace asio_rdma::detail {
 
+/// The backends' way to the buffer a packet lends, which users can read but not change.
+struct raw_packet_access {
+  static std::uint32_t id(const received_packet& p) noexcept { return p.buffer_id_; }
+  static void set_id(received_packet& p, std::uint32_t id) noexcept { p.buffer_id_ = id; }
+  static std::uint32_t id(const send_packet& p) noexcept { return p.buffer_id_; }
+  /// A fresh send packet lending buffer `id` at `buffer`.
+  static send_packet lend(std::span<std::byte> buffer, std::uint32_t id) noexcept {
+    send_packet p;
+    p.buffer_ = buffer;
+    p.buffer_id_ = id;
+    return p;
+  }
+};
+
 /// How to wait before calling the backend again.
 struct wait_plan {
   enum kind_type {

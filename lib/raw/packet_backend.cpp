@@ -195,7 +195,7 @@ std::size_t packet_backend::poll_receive(std::span<received_packet> out, error_c
       packet.vlan_tci = header->hv1.tp_vlan_tci;
     else
       packet.vlan_tci.reset();
-    packet.buffer_id = current_block_;
+    raw_packet_access::set_id(packet, current_block_);
     ++lent_[current_block_];
     if (--remaining_in_block_ > 0) {
       next_packet_ = reinterpret_cast<tpacket3_hdr*>(reinterpret_cast<std::byte*>(header) +
@@ -222,7 +222,7 @@ wait_plan packet_backend::receive_wait_plan(error_code& ec) noexcept {
 
 void packet_backend::release(std::span<const received_packet> packets) noexcept {
   for (const auto& packet : packets) {
-    const std::uint32_t index = packet.buffer_id;
+    const std::uint32_t index = raw_packet_access::id(packet);
     if (--lent_[index] == 0 && consumed_[index])
       return_block(index);
   }
@@ -233,17 +233,17 @@ std::size_t packet_backend::acquire(std::span<send_packet> out) noexcept {
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t id = free_send_.back();
     free_send_.pop_back();
-    out[i].buffer = std::span<std::byte>(
-        send_memory_.get() + std::size_t{id} * caps_.max_packet_size, caps_.max_packet_size);
-    out[i].length = 0;
-    out[i].buffer_id = id;
+    out[i] = raw_packet_access::lend(
+        std::span<std::byte>(send_memory_.get() + std::size_t{id} * caps_.max_packet_size,
+                             caps_.max_packet_size),
+        id);
   }
   return n;
 }
 
 void packet_backend::give_back(std::span<const send_packet> packets) noexcept {
   for (const auto& packet : packets)
-    free_send_.push_back(packet.buffer_id); // capacity is send_buffers: never allocates
+    free_send_.push_back(raw_packet_access::id(packet)); // capacity is send_buffers: never allocates
 }
 
 std::size_t packet_backend::post(std::span<const send_packet> packets, error_code& ec) noexcept {
@@ -257,7 +257,7 @@ std::size_t packet_backend::post(std::span<const send_packet> packets, error_cod
     const std::size_t count = std::min(packets.size() - done, messages_.size());
     for (std::size_t i = 0; i < count; ++i) {
       const send_packet& packet = packets[done + i];
-      vectors_[i] = {packet.buffer.data(), packet.length};
+      vectors_[i] = {packet.buffer().data(), packet.length};
       messages_[i] = {};
       messages_[i].msg_hdr.msg_iov = &vectors_[i];
       messages_[i].msg_hdr.msg_iovlen = 1;

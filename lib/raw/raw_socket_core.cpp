@@ -396,7 +396,7 @@ void raw_socket_core::start_send(send_batch batch, send_handler handler) {
     ec = errc::invalid_option; // buffers of another socket
   else
     for (const auto& packet : batch)
-      if (packet.length < 14 || packet.length > packet.buffer.size())
+      if (packet.length < 14 || packet.length > packet.buffer().size())
         ec = errc::invalid_option;
   if (ec) {
     // The batch's buffers go back unsent when it is destroyed here.

@@ -268,7 +268,7 @@ std::size_t verbs_backend::poll_receive(std::span<received_packet> out, error_co
                                                      std::to_integer<unsigned>(data[15]));
       else
         packet.vlan_tci.reset();
-      packet.buffer_id = id;
+      raw_packet_access::set_id(packet, id);
     }
     if (got < want)
       break;
@@ -318,10 +318,10 @@ void verbs_backend::release(std::span<const received_packet> packets) noexcept {
   if (!qp_ || packets.empty())
     return;
   for (std::size_t i = 0; i < packets.size(); ++i)
-    receive_wrs_[packets[i].buffer_id].next =
-        i + 1 < packets.size() ? &receive_wrs_[packets[i + 1].buffer_id] : nullptr;
+    receive_wrs_[raw_packet_access::id(packets[i])].next =
+        i + 1 < packets.size() ? &receive_wrs_[raw_packet_access::id(packets[i + 1])] : nullptr;
   ibv_recv_wr* bad = nullptr;
-  if (int ret = ibv_post_recv(qp_.get(), &receive_wrs_[packets[0].buffer_id], &bad))
+  if (int ret = ibv_post_recv(qp_.get(), &receive_wrs_[raw_packet_access::id(packets[0])], &bad))
     receive_error_ = from_returned_errno(ret);
 }
 
@@ -330,14 +330,14 @@ std::size_t verbs_backend::acquire(std::span<send_packet> out) noexcept {
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t id = free_send_.back();
     free_send_.pop_back();
-    out[i] = {std::span<std::byte>(buffer(id), caps_.max_packet_size), 0, id};
+    out[i] = raw_packet_access::lend(std::span<std::byte>(buffer(id), caps_.max_packet_size), id);
   }
   return n;
 }
 
 void verbs_backend::give_back(std::span<const send_packet> packets) noexcept {
   for (const auto& packet : packets)
-    free_send_.push_back(packet.buffer_id);
+    free_send_.push_back(raw_packet_access::id(packet));
 }
 
 std::size_t verbs_backend::post(std::span<const send_packet> packets, error_code& ec) noexcept {
@@ -350,16 +350,16 @@ std::size_t verbs_backend::post(std::span<const send_packet> packets, error_code
     return 0;
   auto wr = [this](std::uint32_t id) -> ibv_send_wr& { return send_wrs_[id - receive_count_]; };
   for (std::size_t i = 0; i < packets.size(); ++i) {
-    ibv_send_wr& request = wr(packets[i].buffer_id);
+    ibv_send_wr& request = wr(raw_packet_access::id(packets[i]));
     request.sg_list->length = static_cast<std::uint32_t>(packets[i].length);
-    request.next = i + 1 < packets.size() ? &wr(packets[i + 1].buffer_id) : nullptr;
+    request.next = i + 1 < packets.size() ? &wr(raw_packet_access::id(packets[i + 1])) : nullptr;
   }
   ibv_send_wr* bad = nullptr;
   std::size_t posted = packets.size();
-  if (int ret = ibv_post_send(qp_.get(), &wr(packets[0].buffer_id), &bad)) {
+  if (int ret = ibv_post_send(qp_.get(), &wr(raw_packet_access::id(packets[0])), &bad)) {
     ec = from_returned_errno(ret);
     posted = 0;
-    for (std::size_t i = 0; i < packets.size() && &wr(packets[i].buffer_id) != bad; ++i)
+    for (std::size_t i = 0; i < packets.size() && &wr(raw_packet_access::id(packets[i])) != bad; ++i)
       posted = i + 1;
     // The unposted ones stay with the caller, who gives them back.
   }

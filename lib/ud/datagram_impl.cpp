@@ -251,8 +251,14 @@ void datagram_impl::send(const buffer_view<boost::asio::const_buffer>& b, const 
   if (free_send_slots_.empty() || !queued_sends_.empty()) {
     // Beyond send_depth in flight: keep a copy and send in order later.
     queued_send q;
-    q.data.resize(b.total_size);
-    boost::asio::buffer_copy(boost::asio::buffer(q.data), std::span(b.items, b.count));
+    if (spare_staging_.empty()) {
+      q.data = std::make_unique_for_overwrite<std::byte[]>(mtu_);
+    } else {
+      q.data = std::move(spare_staging_.back());
+      spare_staging_.pop_back();
+    }
+    q.size = boost::asio::buffer_copy(boost::asio::buffer(q.data.get(), mtu_),
+                                      std::span(b.items, b.count));
     q.peer = peer;
     q.handler.start(std::move(handler));
     q.direct = direct;
@@ -310,6 +316,7 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     auto q = self.queued_sends_.pop();
     error_code ec;
     auto handle = self.handle_for(q.peer, ec);
+    self.spare_staging_.push_back(std::move(q.data)); // copied out below, or failed
     if (ec) {
       q.handler.complete(self.ex_, delivery::post, ec, std::size_t(0));
       continue;
@@ -317,11 +324,11 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     auto& next = self.send_slots_[self.free_send_slots_.back()];
     self.free_send_slots_.pop_back();
     std::byte* data = self.send_block_.slot(next.index);
-    std::memcpy(data, q.data.data(), q.data.size());
+    std::memcpy(data, self.spare_staging_.back().get(), q.size);
     next.handler = std::move(q.handler);
     next.direct = q.direct;
     next.handle = std::move(handle);
-    self.post_send(next, {data, q.data.size()}, next.handle->ah.get(), q.peer);
+    self.post_send(next, {data, q.size}, next.handle->ah.get(), q.peer);
   }
   if (!handler)
     return;

@@ -111,8 +111,12 @@ private:
     pending_operation<void(error_code, std::size_t)> handler;
     bool direct = false; // the handler runs on the socket's executor
   };
+  // A send beyond send_depth in flight: a copy of its bytes (the caller may reuse its
+  // buffers at once) in a staging buffer of mtu_ bytes, taken from spare_staging_ and
+  // given back when the send takes a slot: no allocation once the queue has been as long.
   struct queued_send {
-    std::vector<std::byte> data;
+    std::unique_ptr<std::byte[]> data;
+    std::size_t size = 0;
     datagram_endpoint peer;
     pending_operation<void(error_code, std::size_t)> handler;
     bool direct = false;
@@ -172,6 +176,7 @@ private:
   std::vector<send_slot> send_slots_;
   std::vector<std::uint32_t> free_send_slots_;
   growing_queue<queued_send> queued_sends_;
+  std::vector<std::unique_ptr<std::byte[]>> spare_staging_;
   growing_queue<arrival> arrived_;
   growing_queue<waiting_receive> waiting_;
   std::uint64_t next_receive_id_ = 1;

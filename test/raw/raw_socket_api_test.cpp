@@ -1,5 +1,5 @@
 // raw_socket: what fails before any packet socket is opened (no privileges needed): option
-// validation, unknown and non-Ethernet interfaces, a closed socket.
+// validation, unknown and non-Ethernet interfaces, a closed socket; what a user cannot change.
 #define BOOST_TEST_MODULE raw_socket_api
 #include <boost/test/unit_test.hpp>
 
@@ -86,4 +86,23 @@ BOOST_AUTO_TEST_CASE(a_closed_socket_reports_bad_descriptor) {
   send_batch sends;
   sends.truncate(0);
   sends.release();
+}
+
+// A packet's buffer and which backend buffer it lends are the library's: a user who
+// could rewrite them would make the backend index its buffer arrays with any number, or
+// send from memory the NIC has not registered (issue 24: both backends used the id
+// unchecked).
+template <class Packet>
+constexpr bool lent_buffer_is_writable =
+    requires(Packet& p) { p.buffer_id = 1u; } || requires(Packet& p) { p.buffer_id_ = 1u; } ||
+    requires(Packet& p, std::span<std::byte> other) { p.buffer = other; } ||
+    requires(Packet& p, std::span<std::byte> other) { p.buffer_ = other; };
+
+BOOST_AUTO_TEST_CASE(which_buffer_a_packet_lends_is_not_the_users_to_change) {
+  BOOST_TEST(!lent_buffer_is_writable<asio_rdma::send_packet>);
+  BOOST_TEST(!lent_buffer_is_writable<asio_rdma::received_packet>);
+  // What is the user's: the bytes and the length to send.
+  asio_rdma::send_packet packet;
+  packet.length = 14;
+  BOOST_TEST(packet.buffer().empty());
 }

@@ -245,7 +245,7 @@ BOOST_AUTO_TEST_CASE(invalid_sends_and_concurrent_operations_fail_clearly) {
     BOOST_TEST(ec == errc::invalid_option);
     auto again = co_await s.b.async_acquire(1000, asio::use_awaitable);
     BOOST_TEST(again.size() == s.b.caps().send_buffers); // nothing leaked
-    again[0].length = again[0].buffer.size() + 1;
+    again[0].length = again[0].buffer().size() + 1;
     again.truncate(1);
     auto [ec2] = co_await s.b.async_send(std::move(again), asio::as_tuple(asio::use_awaitable));
     BOOST_TEST(ec2 == errc::invalid_option);
@@ -479,10 +479,10 @@ BOOST_AUTO_TEST_CASE(lent_batches_stay_valid_after_close_and_after_the_socket_is
   s.a.close();
   BOOST_TEST(!s.a.is_open());
   BOOST_TEST(same_frame()); // the received frame is still there after close()...
-  std::memset(acquired[0].buffer.data(), 0xab, acquired[0].buffer.size()); // still writable
+  std::memset(acquired[0].buffer().data(), 0xab, acquired[0].buffer().size()); // still writable
   s.a = raw_socket();
   BOOST_TEST(same_frame()); // ...and after the socket is gone
-  BOOST_TEST((acquired[0].buffer[0] == std::byte{0xab}));
+  BOOST_TEST((acquired[0].buffer()[0] == std::byte{0xab}));
   received.release();
   acquired.release();
   BOOST_TEST(received.empty());

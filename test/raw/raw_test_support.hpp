@@ -67,7 +67,7 @@ inline asio::awaitable<void> send_frames(asio_rdma::raw_socket& socket,
     auto batch = co_await socket.async_acquire(frames.size() - next, asio::use_awaitable);
     for (auto& packet : batch) {
       const auto& frame = frames[next++];
-      std::memcpy(packet.buffer.data(), frame.data(), frame.size());
+      std::memcpy(packet.buffer().data(), frame.data(), frame.size());
       packet.length = frame.size();
     }
     co_await socket.async_send(std::move(batch), asio::use_awaitable);
