@@ -21,10 +21,6 @@
 #include <boost/system/system_error.hpp>
 
 #include <asio_rdma/asio_rdma.hpp>
-// Internal, but called by the unit tests, fuzzers and benchmarks, which link
-// the shared library too: the file protocol's codecs and name checks.
-#include "file_transfer/file_name.hpp"
-#include "file_transfer/protocol.hpp"
 #pragma GCC visibility pop
 
 #include "asio_alias.hpp"

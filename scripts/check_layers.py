@@ -8,10 +8,7 @@ layer: every layer may use them and they use no layer. Public headers
 (<asio_rdma/...>) are everyone's.
 
 Prints each offending line as file:line: text, and exits 1 if there is one.
-
-Not yet run by scripts/test.sh: it reports the four includes issue 24 names (export_api.hpp
-into file_transfer, ud into rc/receive_ring.hpp, verbs/memory_region.cpp into rc), which
-are still to be moved; scripts/test.sh runs it once they are.
+It is the CTest test check_layers (label unit), so scripts/test.sh's unit stage runs it.
 """
 import pathlib
 import re

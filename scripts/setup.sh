@@ -33,6 +33,8 @@ PACKAGES=(
   nfs-kernel-server
   # the reference of rdma_cp's small-file benchmark (bench/compare_rdma_cp_small)
   rsync
+  # unpacking the kernel source that SoftiWARP (siw.ko) is built from
+  xz-utils
   # rdma_fabric (bench/rdma_fabric): MPI bootstrap, and Slurm for its srun test
   openmpi-bin libopenmpi-dev slurm-wlm
   # the sanitizer and fuzzing stage (scripts/test_sanitized.sh); llvm-16 for llvm-symbolizer
@@ -146,6 +148,49 @@ else
   rm -rf "$tmp" "$debdir"
   trap - EXIT
   log "guest kernel: $abi unpacked into $kdir"
+fi
+
+# --- 3. SoftiWARP (siw.ko) for the guest kernel -----------------------------
+# Debian's kernel is built without CONFIG_RDMA_SIW; the module builds from
+# Debian's own source of the same kernel against its headers (test/vm/run.sh
+# --device siw). Cached in the kernel's folder, beside its other modules.
+siw_ko="$kdir/lib/modules/$(<"$kdir/.abi")/extra/siw.ko"
+if [[ -f $siw_ko ]]; then
+  log "SoftiWARP: siw.ko cached"
+else
+  abi=$(<"$kdir/.abi")
+  series=$(sed -E 's/^([0-9]+\.[0-9]+).*/\1/' <<<"$abi")  # 6.1.0-56-amd64 -> 6.1
+  st=$(dpkg-query -W -f='${Status}' "linux-headers-$abi" 2>/dev/null || true)
+  if [[ $st != "install ok installed" ]]; then
+    log "SoftiWARP: installing linux-headers-$abi"
+    "${SUDO[@]}" apt-get install "${APT_OPTS[@]}" --no-install-recommends "linux-headers-$abi" >&2 ||
+      { apt_update; "${SUDO[@]}" apt-get install "${APT_OPTS[@]}" --no-install-recommends \
+          "linux-headers-$abi" >&2; }
+  fi
+  log "SoftiWARP: building siw.ko for $abi from linux-source-$series ($kver)"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  if getent passwd _apt >/dev/null && [[ $(id -u) -eq 0 ]]; then
+    chown _apt "$work"
+  fi
+  # Only the source package's siw folder is needed: no install of the 140 MB
+  # package, only its download.
+  (cd "$work" && apt-get download -q "linux-source-$series=$kver" >&2) ||
+    { apt_update; (cd "$work" && apt-get download -q "linux-source-$series=$kver" >&2); }
+  dpkg-deb --fsys-tarfile "$work"/linux-source-*.deb |
+    tar -x -C "$work" "./usr/src/linux-source-$series.tar.xz"
+  tar -xJf "$work/usr/src/linux-source-$series.tar.xz" -C "$work" --wildcards \
+    "linux-source-$series/drivers/infiniband/sw/siw/*"
+  src="$work/linux-source-$series/drivers/infiniband/sw/siw"
+  make -s -C "/lib/modules/$abi/build" M="$src" CONFIG_RDMA_SIW=m modules >&2
+  strip --strip-debug "$src/siw.ko"
+  mkdir -p "$(dirname "$siw_ko")"
+  cp "$src/siw.ko" "$siw_ko.tmp"
+  mv -f "$siw_ko.tmp" "$siw_ko"
+  depmod -b "$kdir" "$abi"
+  rm -rf "$work"
+  trap - EXIT
+  log "SoftiWARP: $siw_ko"
 fi
 
 # "current" names the kernel test/vm/run.sh boots; switch it atomically so

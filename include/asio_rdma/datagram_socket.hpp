@@ -189,7 +189,10 @@ public:
 
   /// Aborts pending operations (their handlers get operation_aborted, never
   /// from inside close()), releases the queue pair, the buffers and the
-  /// rdma_cm id. Idempotent.
+  /// rdma_cm id. Never waits: a send the device has already finished
+  /// completes with its result, one still posted with operation_aborted
+  /// (destroying the queue pair ends the device's use of its buffer).
+  /// Idempotent; may be called from any of the socket's handlers.
   void close() noexcept;
 
   /// The underlying queue pair and rdma_cm id, for what the library does not

@@ -1,7 +1,7 @@
 // The one shape of a callback in the layers below the I/O objects: a function pointer and
 // its context. No std::function, no virtual call, no allocation: the fd waiter's "readable"
 // and the completion queue's "batch done" are both this. (A work request's completion
-// target is the same idea with the target as its own context: async/completion.hpp.)
+// target is the same idea with the target as its own context: verbs/completion.hpp.)
 #pragma once
 
 namespace asio_rdma::detail {

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "async/callback.hpp"
-#include "async/completion.hpp"
+#include "verbs/completion.hpp"
 #include "async/fd_waiter.hpp"
 #include "verbs/event_counted_cq.hpp"
 #include "verbs/handles.hpp"

@@ -8,7 +8,7 @@
 #include "rc/arrival_queue.hpp"
 #include "rc/close_reason.hpp"
 #include "rc/operation.hpp"
-#include "rc/receive_ring.hpp"
+#include "verbs/receive_ring.hpp"
 #include "rc/send_window.hpp"
 #include "verbs/device.hpp"
 

@@ -2,7 +2,7 @@
 // posted. Pooled per connection; its address is the work request's wr_id.
 #pragma once
 
-#include "async/completion.hpp"
+#include "verbs/completion.hpp"
 #include "async/pending_operation.hpp"
 
 #include <asio_rdma/connection.hpp>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "async/completion_queue.hpp"
-#include "rc/receive_ring.hpp"
+#include "verbs/receive_ring.hpp"
 #include "verbs/device.hpp"
 #include "verbs/handles.hpp"
 

@@ -6,7 +6,7 @@
 #include "async/completion_queue.hpp"
 #include "async/pending_operation.hpp"
 #include "cm/cm_channel.hpp"
-#include "rc/receive_ring.hpp"
+#include "verbs/receive_ring.hpp"
 #include "verbs/device.hpp"
 #include "verbs/handles.hpp"
 

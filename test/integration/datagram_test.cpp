@@ -206,6 +206,52 @@ BOOST_AUTO_TEST_CASE(cancel_close_and_nobody_listening) {
   });
 }
 
+// close() from inside a send's handler, with the socket's other sends still counted as
+// posted: it returns at once and every send completes once. (It used to poll the
+// completion queue until those sends were flushed, for up to 2 s on the I/O thread; from
+// inside a handler that the queue's own poll was running, that poll found nothing, so it
+// always waited the whole 2 s.)
+BOOST_AUTO_TEST_CASE(close_from_a_send_handler_returns_at_once) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::datagram_options options;
+    // Busy polling dispatches completions straight from the queue's poll, as an event
+    // does: the first handler runs while the others are still in that poll's batch.
+    options.completion_mode = ar::completion_mode::busy_poll;
+    ar::datagram_socket sender(ex, device_address(), 0, options);
+    ar::datagram_socket receiver(ex, device_address(), 0);
+    auto peer = co_await sender.async_resolve(device_address(), receiver.local_port(), use_awaitable);
+    auto msg = text("closing");
+    constexpr int sends = 8;
+    int completed = 0;
+    std::chrono::steady_clock::duration close_took{};
+    for (int i = 0; i < sends; ++i)
+      sender.async_send_to(asio::buffer(msg), peer, [&](ar::error_code ec, std::size_t) {
+        BOOST_TEST((!ec || ec == asio::error::operation_aborted), ec.message());
+        if (completed++ == 0) {
+          const auto start = std::chrono::steady_clock::now();
+          sender.close();
+          close_took = std::chrono::steady_clock::now() - start;
+        }
+      });
+    asio::steady_timer t(ex);
+    for (int i = 0; i < 2000 && completed < sends; ++i) {
+      t.expires_after(std::chrono::milliseconds(1));
+      co_await t.async_wait(use_awaitable);
+    }
+    BOOST_TEST(completed == sends);
+    BOOST_TEST(!sender.is_open());
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(close_took).count();
+    BOOST_TEST_MESSAGE("close() from a send handler took " << ms << " ms");
+    BOOST_TEST(ms < 200);
+    // Nothing more arrives for the sends close() dealt with.
+    for (int i = 0; i < 20; ++i)
+      co_await asio::post(ex, use_awaitable);
+    BOOST_TEST(completed == sends);
+  });
+}
+
 BOOST_AUTO_TEST_CASE(a_resolve_is_cancelled_alone_and_the_socket_stays_usable) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {

@@ -23,6 +23,9 @@ status; 124 on --timeout; 125 when the VM itself failed.
 
 options:
   --vm             always use the VM, even if a local RDMA device exists
+  --device rxe|siw the guest's soft RDMA device: rxe0 (SoftRoCE, RoCE v2;
+                   the default) or siw0 (SoftiWARP, iWARP; its module is
+                   built by scripts/setup.sh for the guest kernel)
   --timeout SECS   kill everything after SECS seconds (default 3600)
   --smp N          guest vCPUs (default 2)
   --mem MB         guest memory in MiB (default 3072)
@@ -71,6 +74,7 @@ smp=2
 mem=3072
 verbose=0
 print_mode=0
+device=rxe
 wire='' addr=192.0.2.1 peer_addr='' mac='' monitor='' control='' qemu_pidfile=''
 rw_dirs=()
 env_names=()
@@ -81,6 +85,9 @@ is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 while [[ $# -gt 0 ]]; do
   case $1 in
     --vm) force_vm=1; shift ;;
+    --device) need_arg "$@"
+      [[ $2 == rxe || $2 == siw ]] || die "--device: rxe or siw, not $2"
+      device=$2; shift 2 ;;
     --timeout) need_arg "$@"; is_uint "$2" || die "--timeout: not a number: $2"
       timeout_s=$2; shift 2 ;;
     --smp) need_arg "$@"; is_uint "$2" || die "--smp: not a number: $2"
@@ -187,6 +194,14 @@ fi
 # its crc32 transform or "rdma link add" fails with ENOENT.
 GUEST_MODULES=(crc32_generic virtio_pci virtio_console 9pnet_virtio 9p veth
   virtio_net rdma_rxe ib_uverbs rdma_ucm)
+# SoftiWARP: Debian's kernel lacks it; scripts/setup.sh builds siw.ko from
+# Debian's linux-source into the cached kernel's extra/ (depmod knows it).
+# Its crc32c comes from crc32c_generic through libcrc32c.
+if [[ $device == siw ]]; then
+  [[ -f $kdir/lib/modules/$kabi/extra/siw.ko ]] ||
+    die "no siw.ko for $kabi in $kdir (run scripts/setup.sh first)"
+  GUEST_MODULES+=(crc32c_generic siw)
+fi
 
 # PID 1 of the guest. Deliberately minimal and generic (it is cached in
 # the initramfs): load the modules, mount the per-run control share and
@@ -332,6 +347,7 @@ sq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
   echo "VERBOSE=$verbose"
   echo "NET_MODE=$([[ -n $wire ]] && echo eth || echo veth)"
   echo "ADDR=$(sq "$addr")"
+  echo "DEVICE=$device"
   echo "RW_COUNT=${#rw_list[@]}"
   for i in "${!rw_list[@]}"; do
     echo "RW_PATH_$i=$(sq "${rw_list[$i]}")"
@@ -346,7 +362,7 @@ guest_path=$PATH
   # RDMA registers (pins) memory; the default 8 MiB is far too little.
   echo 'ulimit -l unlimited || echo "run.sh(guest): cannot raise memlock" >&2'
   printf 'export PATH=%q HOME=/tmp\n' "$guest_path"
-  printf 'export ASIO_RDMA_TEST_ADDR=%q ASIO_RDMA_DEVICE=rxe0\n' "$addr"
+  printf 'export ASIO_RDMA_TEST_ADDR=%q ASIO_RDMA_DEVICE=%q\n' "$addr" "${device}0"
   # The guest kernel's package: modules beyond the boot set load on demand
   # with modprobe -d "$ASIO_RDMA_VM_KERNEL_DIR" NAME (nfsd, nfsv4).
   printf 'export ASIO_RDMA_VM_KERNEL_DIR=%q\n' "$kdir"
@@ -435,14 +451,14 @@ done
 # One guest: rxe cannot bind lo and ignores network namespaces: one veth
 # pair, the initial namespace, both peers on one address. One of a pair:
 # rxe on eth0, the NIC on the wire to the other guest.
-env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin NET_MODE="$NET_MODE" ADDR="$ADDR" \
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin NET_MODE="$NET_MODE" ADDR="$ADDR" DEV="$DEVICE" \
   chroot $R /bin/sh -ec '
   ip link set lo up
   if [ "$NET_MODE" = eth ]; then
     ip link set eth0 mtu 9000
     ip addr add "$ADDR/24" dev eth0
     ip link set eth0 up
-    rdma link add rxe0 type rxe netdev eth0
+    rdma link add "${DEV}0" type "$DEV" netdev eth0
   else
     ip link add veth0 type veth peer name veth1
     ip link set veth0 mtu 9000
@@ -450,15 +466,15 @@ env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin NET_MODE="$NET_MODE" ADDR="$ADDR" \
     ip addr add "$ADDR/24" dev veth0
     ip link set veth0 up
     ip link set veth1 up
-    rdma link add rxe0 type rxe netdev veth0
+    rdma link add "${DEV}0" type "$DEV" netdev veth0
   fi
   # The port turns ACTIVE once veth has carrier; wait for it (max 10 s).
   i=0
-  until rdma link show rxe0/1 | grep -q "state ACTIVE"; do
+  until rdma link show "${DEV}0/1" | grep -q "state ACTIVE"; do
     i=$((i + 1)); [ $i -lt 100 ] || { rdma link show; exit 1; }
     sleep 0.1
   done
-' >"$err" 2>&1 || fail "SoftRoCE setup ($NET_MODE + rxe0) failed"
+' >"$err" 2>&1 || fail "soft RDMA setup ($NET_MODE + ${DEVICE}0) failed"
 
 [ "$VERBOSE" = 1 ] &&
   echo "run.sh(guest): ready, uptime $(cut -d' ' -f1 /proc/uptime)s" >"$err"
@@ -511,7 +527,7 @@ for i in "${!rw_list[@]}"; do
   qemu+=(-virtfs "local,path=$(qesc "${rw_list[$i]}"),mount_tag=rw$i,security_model=none,multidevs=remap")
 done
 
-log "SoftRoCE VM (qemu TCG, ${smp} vCPU, ${mem} MiB), kernel $kabi ($kpkgver)"
+log "$([[ $device == siw ]] && echo SoftiWARP || echo SoftRoCE) VM (${device}0; qemu TCG, ${smp} vCPU, ${mem} MiB), kernel $kabi ($kpkgver)"
 
 # SeaBIOS writes terminal escapes (clear screen, reset) to the serial
 # console; keep them off the user's terminal.

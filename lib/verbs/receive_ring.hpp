@@ -3,7 +3,7 @@
 // receive queue (many). Slots given back are reposted in one chained post.
 #pragma once
 
-#include "async/completion.hpp"
+#include "verbs/completion.hpp"
 #include "verbs/handles.hpp"
 
 #include <asio_rdma/error.hpp>

@@ -1,4 +1,4 @@
-#include "rc/receive_ring.hpp"
+#include "verbs/receive_ring.hpp"
 
 #include "verbs/verbs_error.hpp"
 
