@@ -19,19 +19,26 @@ namespace asio_rdma {
 struct connection_options {
   /// Work requests the send queue holds (sends, RDMA reads/writes, atomics in
   /// flight at once). Further operations wait, in order, in the library.
+  /// Beyond the device's device_limits::max_qp_wr, or with receive_queue_depth
+  /// beyond its max_cqe, the connection fails with errc::device_limit_exceeded.
   std::uint32_t send_queue_depth = 64;
   /// Receive buffers the library keeps posted. A sender that outruns the
   /// receiver is held back by RNR retries (flow control), never failed.
+  /// Refused like send_queue_depth beyond the device's limits.
   std::uint32_t receive_queue_depth = 64;
   /// Largest message async_send accepts and the size of each receive buffer.
   /// A peer's message larger than this fails the connection on both sides
   /// (an RC queue pair cannot skip a message), with a length error.
   std::size_t max_message_size = 64 * 1024;
-  /// Scatter/gather entries per send / write / read work request.
+  /// Scatter/gather entries per send / write / read work request; clamped to
+  /// the device's device_limits::max_sge (siw: 6). A request with more fails
+  /// with asio::error::invalid_argument before it is posted.
   std::uint32_t max_send_sge = 4;
   /// Sends and RDMA writes up to this size go inline (their bytes copied into
   /// the work request when it is posted, so the device fetches nothing from
-  /// memory) when the device allows it; 0 disables inline data.
+  /// memory) when the device allows it; 0 disables inline data. Lowered to
+  /// what the device takes (halved until it accepts; siw takes 80 bytes, some
+  /// devices none).
   std::uint32_t max_inline_data = 64;
   /// Outstanding RDMA reads and atomics this side may issue / accept
   /// (clamped to what the device supports).

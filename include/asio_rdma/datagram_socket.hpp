@@ -103,7 +103,9 @@ public:
   /// Binds to `address` (numeric IPv4/IPv6 of an RDMA device's interface)
   /// and `port` (0: an ephemeral one), creates the queue pair and posts the
   /// receive buffers. Throws boost::system::system_error (errc::no_device if
-  /// no RDMA device has that address, address_in_use, invalid_option).
+  /// no RDMA device has that address, errc::operation_not_supported if an
+  /// iWARP device has it: iWARP has no datagrams; address_in_use,
+  /// invalid_option).
   datagram_socket(const executor_type& ex, std::string_view address, std::uint16_t port,
                   const datagram_options& options = datagram_options());
   /// As above; reports failure through `ec` (the socket is then closed).

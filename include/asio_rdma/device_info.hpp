@@ -104,6 +104,9 @@ struct device_limits {
   int max_qp_wr = 0;
   /// Scatter/gather entries per work request.
   int max_sge = 0;
+  /// Scatter entries an RDMA read may write into (siw: 1); an async_read with more
+  /// fails with asio::error::invalid_argument before it is posted.
+  int max_sge_rd = 0;
   int max_cq = 0; ///< Completion queues.
   int max_cqe = 0; ///< Entries per completion queue.
   int max_mr = 0; ///< Memory regions.
@@ -136,6 +139,15 @@ struct device_info {
   std::uint32_t vendor_part_id = 0; ///< Vendor part id.
   std::uint32_t hardware_version = 0; ///< Hardware version.
   device_limits limits; ///< What the device supports.
+  /// Write and send with immediate data (not on iWARP); without it they fail with
+  /// errc::operation_not_supported before anything is posted.
+  bool immediate_data = false;
+  /// Unreliable datagrams, and so datagram_socket and multicast (not on iWARP; a
+  /// datagram_socket there fails with errc::operation_not_supported).
+  bool datagrams = false;
+  /// Atomics (fetch-and-add, compare-and-swap): limits.atomics is not none. Without
+  /// them they fail with errc::operation_not_supported before anything is posted.
+  bool has_atomics() const noexcept { return limits.atomics != atomic_capability::none; }
   /// Every physical port, in order (port 1 first).
   std::vector<port_info> ports;
 };

@@ -84,6 +84,17 @@ enum class errc {
   /// store it under its name: its filesystem refused the commit (fsync, link
   /// or rename); the receiver's receive_result::failure names the step.
   store_failed,
+  /// The RDMA device lacks what the operation needs, so nothing was posted:
+  /// immediate data (write or send with immediate) and unreliable datagrams
+  /// on iWARP, atomics on a device whose device_info reports
+  /// atomic_capability::none. device_info says what a device has.
+  operation_not_supported,
+  /// The options ask for more than the RDMA device allows, so no queue pair
+  /// was made: a queue depth beyond device_limits::max_qp_wr (or
+  /// max_srq_wr), or more completion queue entries than max_cqe (the send
+  /// and receive depths together). Sizes the library can fit (scatter/gather
+  /// entries, inline data, read/atomic depths) are clamped instead.
+  device_limit_exceeded,
 };
 
 /// The category of asio_rdma::errc ("asio_rdma").

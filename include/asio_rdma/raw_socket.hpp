@@ -46,8 +46,9 @@ struct raw_packet_access;
 
 /// Which implementation a raw_socket uses.
 enum class raw_backend {
-  /// verbs when the interface belongs to an RDMA device that opens raw packet queue pairs,
-  /// otherwise packet.
+  /// packet, for now: the verbs backend's data path has not yet run on a NIC with raw
+  /// packet queue pairs (SoftRoCE has none), so it is used only when asked for by name
+  /// (docs/raw_socket.md).
   automatic,
   /// IBV_QPT_RAW_PACKET queue pair and ibv_create_flow (needs CAP_NET_RAW and a NIC that
   /// supports it; SoftRoCE does not: open fails with errc::raw_packet_unsupported).

@@ -160,6 +160,13 @@ error_code connection_impl::create_resources(ibv_context* context) {
     return ec;
   const auto send_depth = options_.send_queue_depth;
   auto recv_depth = options_.receive_queue_depth;
+  // What the device cannot hold is refused with a clear error before anything is made
+  // (the kernel's answer would be ENOMEM or EINVAL); what can be fitted is, below.
+  const auto& limits = device_->attributes;
+  if (send_depth > std::uint32_t(limits.max_qp_wr) ||
+      (!options_.shared_queues && (recv_depth > std::uint32_t(limits.max_qp_wr) ||
+                                   send_depth + recv_depth > std::uint32_t(limits.max_cqe))))
+    return errc::device_limit_exceeded;
   if (options_.shared_queues) {
     // Shared CQ and SRQ: receive buffers and completion mode are the shared ones.
     shared_ = internal_access::impl(options_.shared_queues);
@@ -193,14 +200,15 @@ error_code connection_impl::create_resources(ibv_context* context) {
   attr.cap.max_send_wr = send_depth;
   attr.cap.max_recv_wr = shared_ ? 0 : recv_depth;
   attr.srq = shared_ ? shared_->srq() : nullptr;
-  attr.cap.max_send_sge = options_.max_send_sge;
+  attr.cap.max_send_sge = std::min(options_.max_send_sge, std::uint32_t(limits.max_sge));
   attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = options_.max_inline_data;
-  if ((ec = create_qp(attr))) {
-    // Some devices refuse inline data: fall back to copying every send.
-    attr.cap.max_inline_data = 0;
-    if (options_.max_inline_data == 0 || (ec = create_qp(attr)))
+  // Devices do not report how much inline data they take, and refuse more (siw: 80
+  // bytes; some devices none): halve it until the queue pair is made.
+  while ((ec = create_qp(attr))) {
+    if (attr.cap.max_inline_data == 0)
       return ec;
+    attr.cap.max_inline_data /= 2;
   }
   qp_created_ = true;
   if (shared_)

@@ -36,6 +36,8 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
     ec = errc::message_too_large;
   else if (state_ != state::open)
     ec = ending_.for_new_work();
+  else if (immediate && !device_->has_immediate_data())
+    ec = errc::operation_not_supported; // iWARP: refused before anything is posted
   operation* op = new_op(op_kind::send, direct);
   op->handler.start(std::move(handler));
   if (ec)
@@ -119,19 +121,35 @@ error_code connection_impl::check_work(const work_request& r) const {
       return errc::out_of_bounds;
     total += r.local.items[i].length;
   }
+  // What the device lacks is refused before anything is posted (iWARP has no immediate
+  // data; some devices have no atomics), after the checks of the request itself.
+  const bool unsupported = r.immediate && !device_->has_immediate_data();
   switch (r.op) {
   case kind::send:
-    return total > options_.max_message_size ? error_code(errc::message_too_large) : error_code();
-  case kind::write:
+    if (total > options_.max_message_size)
+      return errc::message_too_large;
+    break;
   case kind::read:
-    return total > r.remote.length ? error_code(errc::out_of_bounds) : error_code();
+    // A read scatters into at most max_sge_rd entries (siw: 1; given more, it filled
+    // only the first and reported success).
+    if (r.local.count > std::size_t(device_->attributes.max_sge_rd))
+      return asio::error::invalid_argument;
+    [[fallthrough]];
+  case kind::write:
+    if (total > r.remote.length)
+      return errc::out_of_bounds;
+    break;
   case kind::fetch_add:
   case kind::compare_swap:
     if (r.remote.address % 8 != 0)
       return errc::misaligned;
-    return r.remote.length < 8 ? error_code(errc::out_of_bounds) : error_code();
+    if (r.remote.length < 8)
+      return errc::out_of_bounds;
+    if (!device_->has_atomics())
+      return errc::operation_not_supported;
+    break;
   }
-  return {};
+  return unsupported ? error_code(errc::operation_not_supported) : error_code();
 }
 
 void connection_impl::prepare_work(operation* op, const work_request& r) {

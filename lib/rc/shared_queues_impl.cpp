@@ -17,6 +17,10 @@ error_code shared_queues_impl::bind(const std::shared_ptr<device>& dev) {
     return device_ == dev ? error_code() : error_code(errc::invalid_option);
   if (options_.problem())
     return errc::invalid_option;
+  // Beyond the device's limits: a clear refusal, not the kernel's ENOMEM or EINVAL.
+  if (options_.receive_queue_depth > std::uint32_t(dev->attributes.max_srq_wr) ||
+      options_.completion_queue_size > std::uint32_t(dev->attributes.max_cqe))
+    return errc::device_limit_exceeded;
   error_code ec;
   auto cq = completion_queue::create(ex_, dev->context,
                                      static_cast<int>(options_.completion_queue_size), ec);

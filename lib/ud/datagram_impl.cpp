@@ -18,6 +18,28 @@ datagram_impl::~datagram_impl() {
   close();
 }
 
+namespace {
+
+// Whether an iWARP device has `address`: a TCP id bound there finds its device (a UDP
+// id, which a datagram socket needs, cannot be made on iWARP at all).
+bool iwarp_at(const sockaddr_storage& address) {
+  rdma_cm_id* probe = nullptr;
+  if (::rdma_create_id(nullptr, &probe, nullptr, RDMA_PS_TCP) != 0)
+    return false;
+  sockaddr_storage copy = address; // any port: the socket's may be an RC listener's too
+  if (copy.ss_family == AF_INET)
+    reinterpret_cast<sockaddr_in&>(copy).sin_port = 0;
+  else
+    reinterpret_cast<sockaddr_in6&>(copy).sin6_port = 0;
+  const bool iwarp = ::rdma_bind_addr(probe, reinterpret_cast<sockaddr*>(&copy)) == 0 &&
+                     probe->verbs &&
+                     probe->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+  ::rdma_destroy_id(probe);
+  return iwarp;
+}
+
+} // namespace
+
 error_code datagram_impl::open(std::string_view address, std::uint16_t port,
                                const datagram_options& options) {
   if (options.receive_depth < 1 || options.receive_depth > 65536 || options.send_depth < 1 ||
@@ -27,6 +49,8 @@ error_code datagram_impl::open(std::string_view address, std::uint16_t port,
   sockaddr_storage local{};
   if (!make_sockaddr(address, port, local))
     return boost::asio::error::invalid_argument;
+  if (iwarp_at(local))
+    return errc::operation_not_supported; // iWARP has no datagrams (rdma_cm says EOPNOTSUPP)
   error_code ec;
   channel_ = cm_channel::create(ex_, ec);
   if (ec)

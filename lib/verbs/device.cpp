@@ -22,6 +22,7 @@ std::shared_ptr<device> get_device(ibv_context* context, error_code& ec) {
     ec = from_returned_errno(rc);
     return nullptr;
   }
+  d->iwarp = context->device->transport_type == IBV_TRANSPORT_IWARP;
   d->pd.reset(::ibv_alloc_pd(context));
   if (!d->pd) {
     ec = from_errno();

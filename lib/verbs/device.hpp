@@ -14,6 +14,15 @@ struct device {
   ibv_context* context = nullptr; // owned by librdmacm
   pd_ptr pd;
   ibv_device_attr attributes{};
+  /// iWARP (its transport has no immediate data and no unreliable datagrams).
+  bool iwarp = false;
+
+  /// Write and send with immediate data.
+  bool has_immediate_data() const noexcept { return !iwarp; }
+  /// RDMA fetch-and-add and compare-and-swap.
+  bool has_atomics() const noexcept { return attributes.atomic_cap != IBV_ATOMIC_NONE; }
+  /// Unreliable datagram queue pairs (and so multicast).
+  bool has_datagrams() const noexcept { return !iwarp; }
 };
 
 /// The shared device object for `context`, created on first use. Called only

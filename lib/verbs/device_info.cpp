@@ -125,6 +125,9 @@ error_code query_port(ibv_context* context, std::uint8_t number, port_info& port
 error_code query(ibv_device* device, device_info& info) {
   info.name = ::ibv_get_device_name(device);
   info.transport = transport_name(device->transport_type);
+  // iWARP's transport has neither immediate data nor unreliable datagrams.
+  info.immediate_data = device->transport_type != IBV_TRANSPORT_IWARP;
+  info.datagrams = device->transport_type != IBV_TRANSPORT_IWARP;
   context_ptr context(::ibv_open_device(device));
   if (!context)
     return detail::from_errno();
@@ -143,6 +146,7 @@ error_code query(ibv_device* device, device_info& info) {
   l.max_qp = attr.max_qp;
   l.max_qp_wr = attr.max_qp_wr;
   l.max_sge = attr.max_sge;
+  l.max_sge_rd = attr.max_sge_rd;
   l.max_cq = attr.max_cq;
   l.max_cqe = attr.max_cqe;
   l.max_mr = attr.max_mr;

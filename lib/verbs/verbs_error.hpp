@@ -10,8 +10,10 @@
 namespace asio_rdma::detail {
 
 /// For calls that return an errno value directly (ibv_post_send, ibv_modify_qp, ...).
+/// Some providers return the negative errno (siw's ibv_post_send: -EINVAL); it is the
+/// same error.
 inline error_code from_returned_errno(int ret) noexcept {
-  return ret == 0 ? error_code() : error_code(ret, boost::system::system_category());
+  return ret == 0 ? error_code() : error_code(ret < 0 ? -ret : ret, boost::system::system_category());
 }
 
 /// For calls that return NULL or -1 and set errno (ibv_alloc_pd, rdma_*).

@@ -31,6 +31,16 @@ inline std::string device_address() {
   return addr;
 }
 
+/// The device under test (ASIO_RDMA_DEVICE, set by test/vm/run.sh): what it supports
+/// decides what some tests expect (iWARP has no immediate data and no datagrams: there the
+/// tests check the clear refusal instead).
+inline device_info device_under_test() {
+  const char* name = std::getenv("ASIO_RDMA_DEVICE");
+  if (!name || !*name)
+    BOOST_FAIL("ASIO_RDMA_DEVICE is not set: run integration tests through test/vm/run.sh");
+  return query_device(name);
+}
+
 /// Runs `body()` (an awaitable) on `io` until it finishes; fails the test if
 /// it throws or has not finished within `limit` (nothing may hang).
 template <typename Body>

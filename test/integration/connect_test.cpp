@@ -200,6 +200,61 @@ BOOST_AUTO_TEST_CASE(invalid_options_are_refused_before_anything_happens) {
   });
 }
 
+// Every size a connection asks the device for is fitted to its limits or refused with a
+// clear error, never the kernel's ENOMEM or EINVAL (which iWARP's siw gave for sizes rxe
+// takes): more scatter/gather entries and inline data than the device has are lowered;
+// depths beyond it fail with errc::device_limit_exceeded.
+BOOST_AUTO_TEST_CASE(sizes_beyond_the_device_are_fitted_or_refused_clearly) {
+  const auto device = ar::test::device_under_test();
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::connection_options wide;
+    wide.max_send_sge = 32;      // siw has 6
+    wide.max_inline_data = 1024; // siw takes 80 bytes
+    auto p = co_await ar::test::make_pair(wide, wide);
+    BOOST_TEST(p.client.is_open());
+    // As many scatter/gather entries as the device has work (an operation carries at most
+    // 16); one more than the device has is refused.
+    const auto sges = static_cast<std::size_t>(std::min(16, device.limits.max_sge));
+    std::vector<std::byte> bytes(sges + 1, std::byte{7});
+    ar::memory_region local(p.client, std::span(bytes), ar::access::local_write);
+    std::vector<ar::local_buffer> gather;
+    for (std::size_t i = 0; i < sges; ++i)
+      gather.push_back(local.slice(i, 1));
+    auto sent = co_await p.client.async_send(std::span<const ar::local_buffer>(gather), use_awaitable);
+    BOOST_TEST(sent == sges);
+    std::array<std::byte, 64> in{};
+    BOOST_TEST(co_await p.server.async_receive(asio::buffer(in), use_awaitable) == sges);
+    if (sges < 16) {
+      gather.push_back(local.slice(sges, 1));
+      auto [ec, n] = co_await p.client.async_send(std::span<const ar::local_buffer>(gather),
+                                                  asio::as_tuple(use_awaitable));
+      BOOST_TEST((ec == asio::error::invalid_argument), ec.message());
+    }
+
+    // The deepest queues the options allow: refused where the device has less.
+    ar::connection_options deep;
+    deep.send_queue_depth = 16384;
+    deep.receive_queue_depth = 16384;
+    const bool beyond = 16384 > device.limits.max_qp_wr || 2 * 16384 > device.limits.max_cqe;
+    BOOST_TEST_MESSAGE(device.name << ": max_qp_wr " << device.limits.max_qp_wr << ", max_cqe "
+                                   << device.limits.max_cqe << ", max_sge "
+                                   << device.limits.max_sge);
+    ar::connection accepted;
+    p.acceptor.async_accept([&](ar::error_code, ar::connection c) { accepted = std::move(c); });
+    auto [ec, conn] = co_await ar::async_connect(ex, device_address(),
+                                                 p.acceptor.local_endpoint().port(), deep,
+                                                 asio::as_tuple(use_awaitable));
+    if (beyond) {
+      BOOST_TEST((ec == ar::errc::device_limit_exceeded), ec.message());
+      BOOST_TEST(!conn.is_open());
+    } else {
+      BOOST_TEST(!ec, ec.message());
+    }
+  });
+}
+
 BOOST_AUTO_TEST_CASE(connect_is_cancellable) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {

@@ -24,7 +24,7 @@ BOOST_AUTO_TEST_CASE(verbs_backend_on_softroce_fails_with_a_clear_error) {
   BOOST_TEST((ec == errc::raw_packet_unsupported || ec == errc::no_device), ec.message());
   BOOST_TEST(!socket.is_open());
 
-  // The automatic backend falls back to the packet backend on the same interface.
+  // The automatic backend is the packet backend (docs/raw_socket.md says why).
   options.backend = raw_backend::automatic;
   auto fallback = raw_socket::open(io.get_executor(), interface, options, ec);
   BOOST_TEST(!ec, ec.message());
