@@ -1,6 +1,6 @@
 #include <asio_rdma/buffer_pool.hpp>
 
-#include <boost/system/system_error.hpp>
+#include "throw_if.hpp"
 
 namespace asio_rdma {
 
@@ -8,8 +8,7 @@ buffer_pool::buffer_pool(const connection& conn, std::size_t buffer_size, std::s
                          access flags) {
   error_code ec;
   *this = buffer_pool(conn, buffer_size, count, flags, ec);
-  if (ec)
-    throw boost::system::system_error(ec, "asio_rdma::buffer_pool");
+  detail::throw_if(ec, "asio_rdma::buffer_pool");
 }
 
 buffer_pool::buffer_pool(const connection& conn, std::size_t buffer_size, std::size_t count,

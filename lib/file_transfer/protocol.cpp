@@ -1,6 +1,8 @@
 // Encoding and decoding of the file transfer's control messages (version 4).
 #include "protocol.hpp"
 
+#include <boost/endian/conversion.hpp>
+
 #include <array>
 #include <cstring>
 #include <limits>
@@ -18,8 +20,8 @@ public:
     static_assert(std::is_unsigned_v<T>);
     if (!fits(sizeof(T)))
       return;
-    for (std::size_t i = 0; i < sizeof(T); ++i)
-      out_[pos_ + i] = static_cast<std::byte>(value >> (8 * (sizeof(T) - 1 - i)));
+    boost::endian::endian_store<T, sizeof(T), boost::endian::order::big>(
+        reinterpret_cast<unsigned char*>(out_.data() + pos_), value);
     pos_ += sizeof(T);
   }
   void put(std::string_view bytes) noexcept {
@@ -58,8 +60,8 @@ public:
       pos_ = in_.size();
       return value;
     }
-    for (std::size_t i = 0; i < sizeof(T); ++i)
-      value = static_cast<T>((value << 8) | std::to_integer<T>(in_[pos_ + i]));
+    value = boost::endian::endian_load<T, sizeof(T), boost::endian::order::big>(
+        reinterpret_cast<const unsigned char*>(in_.data() + pos_));
     pos_ += sizeof(T);
     return value;
   }

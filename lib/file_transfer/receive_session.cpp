@@ -2,10 +2,13 @@
 // docs/file_transfer.md).
 #include "receive_session.hpp"
 
+#include "asio_alias.hpp"
 #include "authentication.hpp"
 #include "control.hpp"
 #include "file_name.hpp"
 #include "verbs/verbs_error.hpp"
+
+#include <openssl/evp.h>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/post.hpp>
@@ -22,32 +25,28 @@
 
 namespace asio_rdma::detail {
 
-namespace asio = boost::asio;
 namespace proto = file_protocol;
 using asio::awaitable;
 
 namespace {
 constexpr auto as_awaitable_tuple = asio::as_tuple(asio::use_awaitable);
 
-/// The key of a resumable file's kept temporary: FNV-1a (64 bits, hex) of
-/// its name, its size and the sender's address, so that only the same file
-/// from the same sender resumes it.
+/// The key of a resumable file's kept temporary: the first 64 bits of the SHA-256
+/// (libcrypto, as the authentication uses) of its name, its size and the sender's
+/// address, in hex, so that only the same file from the same sender resumes it.
 std::string resume_key(std::string_view name, std::uint64_t size, const asio::ip::address& peer) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  auto mix = [&h](std::string_view bytes) {
-    for (unsigned char c : bytes) {
-      h ^= c;
-      h *= 0x100000001b3ULL;
-    }
-  };
-  mix(name);
-  mix(std::string_view("\0", 1));
-  mix(std::to_string(size));
-  mix(std::string_view("\0", 1));
-  mix(peer.to_string());
+  std::string input(name);
+  input.push_back('\0');
+  input += std::to_string(size);
+  input.push_back('\0');
+  input += peer.to_string();
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  ::EVP_Digest(input.data(), input.size(), digest, &length, ::EVP_sha256(), nullptr);
   char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
-  return text;
+  for (int i = 0; i < 8; ++i)
+    std::snprintf(text + 2 * i, 3, "%02x", digest[i]);
+  return std::string(text, 16);
 }
 } // namespace
 

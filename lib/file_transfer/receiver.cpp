@@ -1,5 +1,6 @@
 // file_receiver: the listener, the accept loops and stop() (see
 // include/asio_rdma/file_transfer.hpp).
+#include "asio_alias.hpp"
 #include "receive_session.hpp"
 #include "receiver_impl.hpp"
 #include "spawn_completion.hpp"
@@ -15,7 +16,6 @@
 
 namespace asio_rdma::detail {
 
-namespace asio = boost::asio;
 using asio::awaitable;
 
 namespace {

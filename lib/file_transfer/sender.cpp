@@ -3,6 +3,7 @@
 // entries whole, many to a file_batch message; each confirmed by the
 // receiver, pipelined (the next entry does not wait for the confirmations of
 // the last). See docs/file_transfer.md.
+#include "asio_alias.hpp"
 #include "authentication.hpp"
 #include "control.hpp"
 #include "deadline.hpp"
@@ -30,7 +31,6 @@
 
 namespace asio_rdma::detail {
 
-namespace asio = boost::asio;
 namespace proto = file_protocol;
 using asio::awaitable;
 

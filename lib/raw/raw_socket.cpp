@@ -2,18 +2,18 @@
 // back halves, and the batches and flow handles that lend its resources.
 #include <asio_rdma/raw_socket.hpp>
 
+#include "asio_alias.hpp"
 #include "async/pending_operation.hpp"
 #include "raw/bpf_filter.hpp"
 #include "raw/packet_backend.hpp"
 #include "raw/raw_socket_core.hpp"
 #include "raw/verbs_backend.hpp"
+#include "throw_if.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/system/system_error.hpp>
 
 namespace asio_rdma {
-
-namespace asio = boost::asio;
 
 namespace {
 
@@ -36,11 +36,6 @@ error_code validate(const raw_socket_options& options) {
   return errc::invalid_option;
 }
 
-void throw_if(const error_code& ec, const char* what) {
-  if (ec)
-    throw boost::system::system_error(ec, what);
-}
-
 } // namespace
 
 // --- raw_socket ---
@@ -50,7 +45,7 @@ raw_socket raw_socket::open(const executor_type& ex, std::string_view interface_
   error_code ec;
   auto socket = open(ex, interface_name, options, ec);
   if (ec)
-    throw boost::system::system_error(ec, "raw_socket::open(" + std::string(interface_name) + ")");
+    detail::throw_if(ec, "raw_socket::open(" + std::string(interface_name) + ")");
   return socket;
 }
 
@@ -152,7 +147,8 @@ void raw_socket::cancel() noexcept {
 flow_handle raw_socket::add_flow(const flow_rule& rule) {
   error_code ec;
   auto handle = add_flow(rule, ec);
-  throw_if(ec, ("raw_socket::add_flow(" + to_string(rule) + ")").c_str());
+  if (ec)
+    detail::throw_if(ec, "raw_socket::add_flow(" + to_string(rule) + ")");
   return handle;
 }
 
@@ -167,8 +163,8 @@ flow_handle raw_socket::add_flow(const flow_rule& rule, error_code& ec) {
 void raw_socket::set_flow(std::size_t index, const flow_rule& rule) {
   error_code ec;
   set_flow(index, rule, ec);
-  throw_if(
-      ec, ("raw_socket::set_flow(" + std::to_string(index) + ", " + to_string(rule) + ")").c_str());
+  if (ec)
+    detail::throw_if(ec, "raw_socket::set_flow(" + std::to_string(index) + ", " + to_string(rule) + ")");
 }
 
 void raw_socket::set_flow(std::size_t index, const flow_rule& rule, error_code& ec) {
@@ -182,7 +178,7 @@ void raw_socket::set_flow(std::size_t index, const flow_rule& rule, error_code& 
 void raw_socket::clear_flow(std::size_t index) {
   error_code ec;
   clear_flow(index, ec);
-  throw_if(ec, "raw_socket::clear_flow");
+  detail::throw_if(ec, "raw_socket::clear_flow");
 }
 
 void raw_socket::clear_flow(std::size_t index, error_code& ec) {
@@ -317,7 +313,7 @@ void flow_handle::remove(error_code& ec) noexcept {
 void flow_handle::remove() {
   error_code ec;
   remove(ec);
-  throw_if(ec, "flow_handle::remove");
+  detail::throw_if(ec, "flow_handle::remove");
 }
 
 } // namespace asio_rdma

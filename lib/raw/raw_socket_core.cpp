@@ -1,5 +1,7 @@
 #include "raw/raw_socket_core.hpp"
 
+#include "asio_alias.hpp"
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
@@ -8,8 +10,6 @@
 #include <algorithm>
 
 namespace asio_rdma::detail {
-
-namespace asio = boost::asio;
 
 namespace {
 

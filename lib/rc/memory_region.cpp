@@ -1,6 +1,7 @@
 // asio_rdma::memory_region and the remote_buffer encoding.
 #include "internal_access.hpp"
 #include "rc/connection_impl.hpp"
+#include "throw_if.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <asio_rdma/memory_region.hpp>
@@ -63,10 +64,6 @@ std::shared_ptr<void> pd_of(const connection& conn, ibv_pd*& pd, error_code& ec)
   return impl->device_handle();
 }
 
-void throw_if(const error_code& ec, const char* what) {
-  if (ec)
-    throw boost::system::system_error(ec, what);
-}
 
 } // namespace
 
@@ -75,7 +72,7 @@ memory_region::memory_region() noexcept = default;
 memory_region::memory_region(const connection& conn, std::span<std::byte> buffer, access flags) {
   error_code ec;
   *this = memory_region(conn, buffer, flags, ec);
-  throw_if(ec, "asio_rdma::memory_region");
+  detail::throw_if(ec, "asio_rdma::memory_region");
 }
 
 memory_region::memory_region(const connection& conn, std::span<std::byte> buffer, access flags,
@@ -89,7 +86,7 @@ memory_region::memory_region(const connection& conn, std::span<std::byte> buffer
 memory_region::memory_region(const connection& conn, std::size_t size, access flags) {
   error_code ec;
   *this = memory_region(conn, size, flags, ec);
-  throw_if(ec, "asio_rdma::memory_region");
+  detail::throw_if(ec, "asio_rdma::memory_region");
 }
 
 memory_region::memory_region(const connection& conn, std::size_t size, access flags,

@@ -5,6 +5,7 @@
 #include "internal_access.hpp"
 #include "rc/connection_impl.hpp"
 #include "rc/qp_timers.hpp"
+#include "verbs/gid_table.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <asio_rdma/prepared_queue_pair.hpp>
@@ -29,8 +30,8 @@ bool is_ipv4_mapped(const ibv_gid& gid) {
 // The GID a RoCE queue pair sends from: `wanted` if given (checked), else the
 // first RoCE v2 entry holding an IPv4 address, else the first RoCE v2 entry,
 // else entry 0 (what rdma_cm would choose for an IPv4 peer).
-error_code choose_gid(ibv_context* context, std::uint8_t port, int table_length, int wanted,
-                      int& index) {
+error_code choose_gid(ibv_context* context, std::uint8_t port, int table_length,
+                      std::uint8_t link_layer, int wanted, int& index) {
   if (wanted >= 0) {
     ibv_gid_entry entry{};
     if (wanted >= table_length || ::ibv_query_gid_ex(context, port, wanted, &entry, 0) != 0)
@@ -38,21 +39,20 @@ error_code choose_gid(ibv_context* context, std::uint8_t port, int table_length,
     index = wanted;
     return {};
   }
-  int any_v2 = -1;
-  for (int i = 0; i < table_length; ++i) {
-    ibv_gid_entry entry{};
-    if (::ibv_query_gid_ex(context, port, i, &entry, 0) != 0 ||
-        entry.gid_type != IBV_GID_TYPE_ROCE_V2)
-      continue;
+  int ipv4_v2 = -1, any_v2 = -1;
+  auto ec = for_each_gid(context, port, table_length, link_layer, [&](const ibv_gid_entry& entry) {
+    if (entry.gid_type != IBV_GID_TYPE_ROCE_V2)
+      return true;
     if (is_ipv4_mapped(entry.gid)) {
-      index = i;
-      return {};
+      ipv4_v2 = static_cast<int>(entry.gid_index);
+      return false;
     }
     if (any_v2 < 0)
-      any_v2 = i;
-  }
-  index = any_v2 >= 0 ? any_v2 : 0;
-  return {};
+      any_v2 = static_cast<int>(entry.gid_index);
+    return true;
+  });
+  index = ipv4_v2 >= 0 ? ipv4_v2 : any_v2 >= 0 ? any_v2 : 0;
+  return ec;
 }
 
 std::uint32_t random_psn() {
@@ -78,7 +78,8 @@ error_code connection_impl::prepare_out_of_band(std::shared_ptr<void> device_lis
   path_mtu_code_ = port_attr.active_mtu;
   ibv_gid gid{};
   if (link_layer_ == 2 || gid_index >= 0) {
-    if (auto ec = choose_gid(context, port, port_attr.gid_tbl_len, gid_index, gid_index_))
+    if (auto ec = choose_gid(context, port, port_attr.gid_tbl_len, port_attr.link_layer,
+                             gid_index, gid_index_))
       return ec;
     if (int rc = ::ibv_query_gid(context, port, gid_index_, &gid))
       return from_returned_errno(rc);

@@ -2,6 +2,7 @@
 #include "ud/datagram_resolver.hpp"
 #include "ud/ud_addressing.hpp"
 
+#include "verbs/gid_table.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -69,16 +70,17 @@ error_code datagram_impl::open(std::string_view address, std::uint16_t port,
   mtu_ = 128u << port_attr.active_mtu;
   // The GID of the bound address: the source of reply address handles.
   const auto own_gid = mapped_gid(address_of(reinterpret_cast<sockaddr*>(&local)));
-  sgid_index_ = -1;
-  for (int i = 0; i < port_attr.gid_tbl_len && sgid_index_ < 0; ++i) {
-    ibv_gid_entry entry{};
-    if (::ibv_query_gid_ex(id_->verbs, port_num_, i, &entry, 0) == 0 &&
-        std::memcmp(entry.gid.raw, own_gid.data(), 16) == 0 &&
-        (entry.gid_type == IBV_GID_TYPE_ROCE_V2 || entry.gid_type == IBV_GID_TYPE_IB))
-      sgid_index_ = i;
-  }
-  if (sgid_index_ < 0)
-    sgid_index_ = 0;
+  sgid_index_ = 0; // unless the table has the address's entry
+  if ((ec = for_each_gid(id_->verbs, port_num_, port_attr.gid_tbl_len, port_attr.link_layer,
+                         [&](const ibv_gid_entry& entry) {
+                           const bool own = std::memcmp(entry.gid.raw, own_gid.data(), 16) == 0 &&
+                                            (entry.gid_type == IBV_GID_TYPE_ROCE_V2 ||
+                                             entry.gid_type == IBV_GID_TYPE_IB);
+                           if (own)
+                             sgid_index_ = static_cast<int>(entry.gid_index);
+                           return !own;
+                         })))
+    return ec;
 
   device_ = get_device(id_->verbs, ec);
   if (ec)

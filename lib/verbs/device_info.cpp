@@ -1,6 +1,8 @@
 #include <asio_rdma/device_info.hpp>
 
+#include "verbs/gid_table.hpp"
 #include "verbs/handles.hpp"
+#include "throw_if.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <boost/system/system_error.hpp>
@@ -96,30 +98,19 @@ error_code query_port(ibv_context* context, std::uint8_t number, port_info& port
   port.lid = attr.lid;
   port.sm_lid = attr.sm_lid;
   port.gid_table_length = attr.gid_tbl_len;
-  // Each index alone: ibv_query_gid_table reports the whole device, and a
-  // table entry that is not in use is simply left out (ENODATA).
-  for (int i = 0; i < attr.gid_tbl_len; ++i) {
-    ibv_gid_entry entry{};
-    if (int rc = ::ibv_query_gid_ex(context, number, i, &entry, 0)) {
-      if (rc == ENODATA)
-        continue; // an unused entry
-      // A kernel without the extended query: the plain GID, type unknown.
-      if (::ibv_query_gid(context, number, i, &entry.gid) != 0)
-        return detail::from_errno();
-      if (entry.gid.global.subnet_prefix == 0 && entry.gid.global.interface_id == 0)
-        continue;
-      entry.gid_index = i;
-      entry.gid_type =
-          attr.link_layer == IBV_LINK_LAYER_ETHERNET ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_IB;
-    }
-    gid_entry g;
-    g.index = entry.gid_index;
-    std::copy(std::begin(entry.gid.raw), std::end(entry.gid.raw), g.raw.begin());
-    g.type = static_cast<gid_type>(entry.gid_type);
-    g.netdev_index = entry.ndev_ifindex;
-    port.gids.push_back(g);
-  }
-  return {};
+  // Each index alone (verbs/gid_table.hpp): ibv_query_gid_table reports the whole
+  // device, and a table entry that is not in use is simply left out.
+  return detail::for_each_gid(context, number, attr.gid_tbl_len, attr.link_layer,
+                              [&](const ibv_gid_entry& entry) {
+                                gid_entry g;
+                                g.index = entry.gid_index;
+                                std::copy(std::begin(entry.gid.raw), std::end(entry.gid.raw),
+                                          g.raw.begin());
+                                g.type = static_cast<gid_type>(entry.gid_type);
+                                g.netdev_index = entry.ndev_ifindex;
+                                port.gids.push_back(g);
+                                return true;
+                              });
 }
 
 error_code query(ibv_device* device, device_info& info) {
@@ -182,10 +173,6 @@ device_list_ptr get_list(int& count, error_code& ec) {
   return list;
 }
 
-void throw_if(const error_code& ec, const char* what) {
-  if (ec)
-    throw boost::system::system_error(ec, what);
-}
 
 } // namespace
 
@@ -267,7 +254,7 @@ std::vector<device_info> list_devices(error_code& ec) {
 std::vector<device_info> list_devices() {
   error_code ec;
   auto devices = list_devices(ec);
-  throw_if(ec, "asio_rdma::list_devices");
+  detail::throw_if(ec, "asio_rdma::list_devices");
   return devices;
 }
 
@@ -290,7 +277,7 @@ device_info query_device(std::string_view name, error_code& ec) {
 device_info query_device(std::string_view name) {
   error_code ec;
   auto info = query_device(name, ec);
-  throw_if(ec, "asio_rdma::query_device");
+  detail::throw_if(ec, "asio_rdma::query_device");
   return info;
 }
 
