@@ -132,7 +132,9 @@ error_code connection_impl::check_work(const work_request& r) const {
   case kind::read:
     // A read scatters into at most max_sge_rd entries (siw: 1; given more, it filled
     // only the first and reported success).
-    if (r.local.count > std::size_t(device_->attributes.max_sge_rd))
+    if (r.local.count > std::size_t(device_->attributes.max_sge_rd > 0
+                                        ? device_->attributes.max_sge_rd // 0: not reported
+                                        : device_->attributes.max_sge))
       return asio::error::invalid_argument;
     [[fallthrough]];
   case kind::write:

@@ -241,8 +241,11 @@ BOOST_AUTO_TEST_CASE(sizes_beyond_the_device_are_fitted_or_refused_clearly) {
     BOOST_TEST_MESSAGE(device.name << ": max_qp_wr " << device.limits.max_qp_wr << ", max_cqe "
                                    << device.limits.max_cqe << ", max_sge "
                                    << device.limits.max_sge);
-    ar::connection accepted;
-    p.acceptor.async_accept([&](ar::error_code, ar::connection c) { accepted = std::move(c); });
+    // The accept may complete after this coroutine (aborted when the acceptor goes): its
+    // handler keeps what it writes to alive.
+    auto accepted = std::make_shared<ar::connection>();
+    p.acceptor.async_accept(
+        [accepted](ar::error_code, ar::connection c) { *accepted = std::move(c); });
     auto [ec, conn] = co_await ar::async_connect(ex, device_address(),
                                                  p.acceptor.local_endpoint().port(), deep,
                                                  asio::as_tuple(use_awaitable));
