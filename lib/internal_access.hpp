@@ -16,8 +16,9 @@ struct internal_access {
   static connection make_connection(std::shared_ptr<connection_impl> impl) noexcept {
     return connection(std::move(impl));
   }
-  static connection_request make_request(pending_request_ptr request) noexcept {
-    return connection_request(std::move(request));
+  static connection_request make_request(pending_request_ptr request,
+                                           boost::asio::any_io_executor ex) noexcept {
+    return connection_request(std::move(request), std::move(ex));
   }
   static connection_impl* impl(const connection& c) noexcept { return c.impl_.get(); }
   static const std::shared_ptr<shared_queues_impl>& impl(const shared_queues& q) noexcept {

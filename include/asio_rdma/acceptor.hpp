@@ -13,8 +13,10 @@ namespace asio_rdma {
 
 namespace detail {
 class acceptor_impl;
-void start_accept_request(acceptor_impl* impl, request_handler handler);
-void start_accept(acceptor_impl* impl, connection_handler handler);
+using request_operation = pending_operation<void(error_code, connection_request)>;
+// The acceptor's entries into lib/ (see detail/initiation.hpp).
+void start_accept_request(acceptor_impl* impl, request_operation&& pending);
+void start_accept(acceptor_impl* impl, connection_operation&& pending);
 
 /// acceptor::async_accept: completes with bad_descriptor (posted) on an acceptor that
 /// does not listen.
@@ -23,9 +25,8 @@ public:
   using io_initiation::io_initiation;
   template <typename Handler> void operator()(Handler&& handler) const {
     if (!impl_)
-      return post_result(std::move(handler), error_code(boost::asio::error::bad_descriptor),
-                         connection());
-    start_accept(impl_, std::move(handler));
+      return closed(std::move(handler), boost::asio::error::bad_descriptor, connection());
+    start_accept(impl_, pending<void(error_code, connection)>(std::forward<Handler>(handler)));
   }
 };
 
@@ -35,9 +36,9 @@ public:
   using io_initiation::io_initiation;
   template <typename Handler> void operator()(Handler&& handler) const {
     if (!impl_)
-      return post_result(std::move(handler), error_code(boost::asio::error::bad_descriptor),
-                         connection_request());
-    start_accept_request(impl_, std::move(handler));
+      return closed(std::move(handler), boost::asio::error::bad_descriptor, connection_request());
+    start_accept_request(
+        impl_, pending<void(error_code, connection_request)>(std::forward<Handler>(handler)));
   }
 };
 } // namespace detail

@@ -9,8 +9,9 @@
 namespace asio_rdma {
 
 namespace detail {
+// async_connect's entry into lib/ (see detail/initiation.hpp).
 void start_connect(const boost::asio::any_io_executor& ex, std::string host, std::uint16_t port,
-                   const connection_options& options, connection_handler handler);
+                   const connection_options& options, connection_operation&& pending);
 
 /// async_connect. The executor is held by value: it is the caller's argument, which a
 /// deferred operation outlives.
@@ -23,7 +24,8 @@ public:
   template <typename Handler>
   void operator()(Handler&& handler, std::string host, std::uint16_t port,
                   const connection_options& options) const {
-    start_connect(ex_, std::move(host), port, options, std::move(handler));
+    start_connect(ex_, std::move(host), port, options,
+                  connection_operation(std::forward<Handler>(handler), ex_));
   }
 
 private:

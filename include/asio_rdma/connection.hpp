@@ -6,6 +6,7 @@
 #include <asio_rdma/connection_statistics.hpp>
 #include <asio_rdma/detail/buffer_array.hpp>
 #include <asio_rdma/detail/handlers.hpp>
+#include <asio_rdma/detail/pending_operation.hpp>
 #include <asio_rdma/detail/work_request.hpp>
 #include <asio_rdma/error.hpp>
 #include <asio_rdma/memory_region.hpp>
@@ -310,25 +311,26 @@ private:
                                 std::optional<std::uint32_t> immediate, CompletionToken&& token);
 
   std::shared_ptr<detail::connection_impl> impl_;
-  executor_type ex_; // the impl's executor, for the templates' runs_on() check
+  executor_type ex_; // the impl's executor, given to the initiations
 };
 
 namespace detail {
-using message_handler = boost::asio::any_completion_handler<void(error_code, received_message)>;
-// `direct`: the handler runs on the connection's executor (see runs_on). Handlers come by
-// rvalue reference: moved once, into the operation that keeps them.
+// A connection's entries into lib/, one per operation, each (implementation, the
+// operation's arguments, its pending_operation). Sends, one-sided operations and batches
+// complete with a size (an atomic's result travels in it: one type on LP64); every
+// receive completes with the received_message (async_receive's handler reads its size:
+// see size_of_message).
+using size_operation = pending_operation<void(error_code, std::size_t)>;
+using message_operation = pending_operation<void(error_code, received_message)>;
+using connection_operation = pending_operation<void(error_code, connection)>;
 void start_send(connection_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
-                std::optional<std::uint32_t> immediate, size_handler&& handler, bool direct);
-void start_work(connection_impl* impl, const work_request& request, size_handler&& handler,
-                bool direct);
+                std::optional<std::uint32_t> immediate, size_operation&& op);
+void start_work(connection_impl* impl, const work_request& request, size_operation&& op);
 void start_batch(connection_impl* impl, std::span<const batch_entry> entries,
-                 size_handler&& handler, bool direct);
-// async_receive (a size_handler) and async_receive_message (a message_handler).
+                 size_operation&& op);
 void start_receive(connection_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
-                   size_handler&& handler, bool direct);
-void start_receive(connection_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
-                   message_handler&& handler, bool direct);
-void start_disconnect(connection_impl* impl, void_handler handler);
+                   message_operation&& op);
+void start_disconnect(connection_impl* impl, pending_operation<void(error_code)>&& op);
 } // namespace detail
 
 } // namespace asio_rdma

@@ -18,21 +18,34 @@ struct pending_request_deleter {
   void operator()(pending_request* request) const noexcept;
 };
 using pending_request_ptr = std::unique_ptr<pending_request, pending_request_deleter>;
+// connection_request::async_accept's entry into lib/ (see detail/initiation.hpp).
 void start_accept_request_as_connection(pending_request_ptr request,
                                         const connection_options& options,
-                                        connection_handler handler);
+                                        connection_operation&& pending);
 
 /// connection_request::async_accept: the request travels into the operation; one
 /// already decided (or moved from) completes with not_connected, posted.
-struct initiate_async_accept_connection_request {
+/// The executor is held by value: the request may be gone before a deferred operation
+/// starts (it is decided when async_accept returns).
+class initiate_async_accept_connection_request {
+public:
+  using executor_type = boost::asio::any_io_executor;
+  explicit initiate_async_accept_connection_request(executor_type ex) noexcept
+      : ex_(std::move(ex)) {}
+  /// The executor the connection will run on (the acceptor's).
+  executor_type get_executor() const noexcept { return ex_; }
   template <typename Handler>
   void operator()(Handler&& handler, pending_request_ptr request,
                   const connection_options& options) const {
     if (!request)
       return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
                          connection());
-    start_accept_request_as_connection(std::move(request), options, std::move(handler));
+    start_accept_request_as_connection(std::move(request), options,
+                                       connection_operation(std::forward<Handler>(handler), ex_));
   }
+
+private:
+  executor_type ex_;
 };
 } // namespace detail
 
@@ -42,12 +55,19 @@ struct initiate_async_accept_connection_request {
 /// undecided request rejects it (without private data).
 class connection_request {
 public:
+  /// The type of the executor the accepted connection runs on.
+  using executor_type = boost::asio::any_io_executor;
+
   connection_request() noexcept;
   /// Move constructor: takes over the resources of the object moved from, which is left empty.
   connection_request(connection_request&&) noexcept;
   /// Move assignment: releases what this object holds, then takes over what the other one held.
   connection_request& operator=(connection_request&&) noexcept;
   ~connection_request();
+
+  /// The executor the accepted connection runs on (the acceptor's; empty when the
+  /// request was default-constructed).
+  executor_type get_executor() const noexcept { return ex_; }
 
   /// True while the request is undecided.
   bool is_pending() const noexcept { return request_ != nullptr; }
@@ -68,7 +88,8 @@ public:
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_accept(const connection_options& options = {}, CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, connection)>(
-        detail::initiate_async_accept_connection_request(), token, std::move(request_), options);
+        detail::initiate_async_accept_connection_request(ex_), token, std::move(request_),
+        options);
   }
 
   /// Rejects the request, sending `private_data` (at most 148 bytes) with the
@@ -80,10 +101,11 @@ public:
 private:
   friend struct detail::internal_access; // lib/internal_access.hpp
 
-  /// Takes over a request from the acceptor.
-  explicit connection_request(detail::pending_request_ptr request) noexcept;
+  /// Takes over a request from the acceptor, whose executor is `ex`.
+  connection_request(detail::pending_request_ptr request, executor_type ex) noexcept;
 
   detail::pending_request_ptr request_;
+  executor_type ex_;
 };
 
 } // namespace asio_rdma

@@ -209,31 +209,23 @@ private:
 };
 
 namespace detail {
-using datagram_resolve_handler =
-    boost::asio::any_completion_handler<void(error_code, datagram_endpoint)>;
-using datagram_send_handler = boost::asio::any_completion_handler<void(error_code, std::size_t)>;
-using datagram_receive_handler =
-    boost::asio::any_completion_handler<void(error_code, std::size_t, datagram_endpoint)>;
-
-void start_datagram_resolve(const std::shared_ptr<datagram_impl>& impl,
-                            const boost::asio::any_io_executor& ex, std::string host,
-                            std::uint16_t port, datagram_resolve_handler handler);
-void start_datagram_join(const std::shared_ptr<datagram_impl>& impl,
-                         const boost::asio::any_io_executor& ex, std::string group,
-                         datagram_resolve_handler handler);
-void start_datagram_send(const std::shared_ptr<datagram_impl>& impl,
-                         const boost::asio::any_io_executor& ex,
-                         const buffer_view<boost::asio::const_buffer>& buffers,
-                         const datagram_endpoint& peer, datagram_send_handler handler, bool direct);
-void start_datagram_receive(const std::shared_ptr<datagram_impl>& impl,
-                            const boost::asio::any_io_executor& ex,
+// The datagram socket's entries into lib/ (see detail/initiation.hpp).
+using endpoint_operation = pending_operation<void(error_code, datagram_endpoint)>;
+using datagram_receive_operation =
+    pending_operation<void(error_code, std::size_t, datagram_endpoint)>;
+void start_datagram_resolve(datagram_impl* impl, std::string host, std::uint16_t port,
+                            endpoint_operation&& pending);
+void start_datagram_join(datagram_impl* impl, std::string group, endpoint_operation&& pending);
+void start_datagram_send(datagram_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
+                         const datagram_endpoint& peer,
+                         pending_operation<void(error_code, std::size_t)>&& pending);
+void start_datagram_receive(datagram_impl* impl,
                             const buffer_view<boost::asio::mutable_buffer>& buffers,
-                            datagram_receive_handler handler,
-                            bool direct);
+                            datagram_receive_operation&& pending);
 
-/// The base of datagram_socket's initiation objects: the socket's implementation and
-/// executor, both held by value (a deferred operation keeps the socket's state alive).
-/// The base of datagram_socket's initiation objects: the socket's state and executor.
+/// The base of datagram_socket's initiation objects: the socket's state, held by value (a
+/// deferred operation keeps it alive), and a pointer to the socket's executor. Each
+/// completes with bad_descriptor (posted) on a socket that is not open.
 using datagram_initiation = io_initiation<std::shared_ptr<datagram_impl>>;
 
 /// datagram_socket::async_resolve.
@@ -242,7 +234,10 @@ public:
   using datagram_initiation::datagram_initiation;
   template <typename Handler>
   void operator()(Handler&& handler, std::string host, std::uint16_t port) const {
-    start_datagram_resolve(impl_, *ex_, std::move(host), port, std::move(handler));
+    if (!impl_)
+      return closed(std::move(handler), boost::asio::error::bad_descriptor, datagram_endpoint());
+    start_datagram_resolve(impl_.get(), std::move(host), port,
+                           pending<void(error_code, datagram_endpoint)>(std::forward<Handler>(handler)));
   }
 };
 
@@ -251,7 +246,10 @@ class initiate_async_datagram_join : public datagram_initiation {
 public:
   using datagram_initiation::datagram_initiation;
   template <typename Handler> void operator()(Handler&& handler, std::string group) const {
-    start_datagram_join(impl_, *ex_, std::move(group), std::move(handler));
+    if (!impl_)
+      return closed(std::move(handler), boost::asio::error::bad_descriptor, datagram_endpoint());
+    start_datagram_join(impl_.get(), std::move(group),
+                        pending<void(error_code, datagram_endpoint)>(std::forward<Handler>(handler)));
   }
 };
 
@@ -261,8 +259,10 @@ public:
   using datagram_initiation::datagram_initiation;
   template <typename Handler, typename Buffers>
   void operator()(Handler&& handler, const Buffers& buffers, const datagram_endpoint& peer) const {
-    const bool direct = runs_on_io(handler);
-    start_datagram_send(impl_, *ex_, buffers.view(), peer, std::move(handler), direct);
+    if (!impl_)
+      return closed(std::move(handler), boost::asio::error::bad_descriptor, std::size_t(0));
+    start_datagram_send(impl_.get(), buffers.view(), peer,
+                        pending<void(error_code, std::size_t)>(std::forward<Handler>(handler)));
   }
 };
 
@@ -272,8 +272,12 @@ public:
   using datagram_initiation::datagram_initiation;
   template <typename Handler, typename Buffers>
   void operator()(Handler&& handler, const Buffers& buffers) const {
-    const bool direct = runs_on_io(handler);
-    start_datagram_receive(impl_, *ex_, buffers.view(), std::move(handler), direct);
+    if (!impl_)
+      return closed(std::move(handler), boost::asio::error::bad_descriptor, std::size_t(0),
+                    datagram_endpoint());
+    start_datagram_receive(
+        impl_.get(), buffers.view(),
+        pending<void(error_code, std::size_t, datagram_endpoint)>(std::forward<Handler>(handler)));
   }
 };
 } // namespace detail

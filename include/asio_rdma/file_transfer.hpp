@@ -137,9 +137,10 @@ struct transfer_result {
 };
 
 namespace detail {
-using transfer_handler = boost::asio::any_completion_handler<void(error_code, transfer_result)>;
+// The sender's entry into lib/ (see detail/initiation.hpp).
+using transfer_operation = pending_operation<void(error_code, transfer_result)>;
 void start_send_paths(connection& conn, std::filesystem::path path, bool tree,
-                      const file_transfer_options& options, transfer_handler handler);
+                      const file_transfer_options& options, transfer_operation&& pending);
 
 /// async_send_file (tree = false) and async_send_tree (tree = true) over `conn`, which
 /// outlives the operation. A connection that is not open completes with not_connected,
@@ -156,7 +157,8 @@ public:
     if (!conn_->is_open())
       return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
                          transfer_result());
-    start_send_paths(*conn_, path, tree_, options, std::move(handler));
+    start_send_paths(*conn_, path, tree_, options,
+                     transfer_operation(std::forward<Handler>(handler), conn_->get_executor()));
   }
 
 private:
@@ -342,11 +344,12 @@ using receive_session_callback = std::function<void(error_code, const receive_re
 
 namespace detail {
 class file_receiver_impl;
-using receive_handler = boost::asio::any_completion_handler<void(error_code, receive_result)>;
-using run_handler = boost::asio::any_completion_handler<void(error_code)>;
-void start_receive_one(const std::shared_ptr<file_receiver_impl>& impl, receive_handler handler);
+// The receiver's entries into lib/ (see detail/initiation.hpp).
+using receive_one_operation = pending_operation<void(error_code, receive_result)>;
+void start_receive_one(const std::shared_ptr<file_receiver_impl>& impl,
+                       receive_one_operation&& pending);
 void start_run(const std::shared_ptr<file_receiver_impl>& impl, receive_session_callback on_session,
-               run_handler handler);
+               pending_operation<void(error_code)>&& pending);
 
 /// The base of file_receiver's initiation objects: the receiver's state (empty for a
 /// receiver moved from, whose operations complete with bad_descriptor, posted) and executor.
@@ -358,9 +361,8 @@ public:
   using file_receiver_initiation::file_receiver_initiation;
   template <typename Handler> void operator()(Handler&& handler) const {
     if (!impl_)
-      return post_result(std::move(handler), error_code(boost::asio::error::bad_descriptor),
-                         receive_result());
-    start_receive_one(impl_, std::move(handler));
+      return closed(std::move(handler), boost::asio::error::bad_descriptor, receive_result());
+    start_receive_one(impl_, pending<void(error_code, receive_result)>(std::forward<Handler>(handler)));
   }
 };
 
@@ -371,8 +373,8 @@ public:
   template <typename Handler>
   void operator()(Handler&& handler, receive_session_callback on_session) const {
     if (!impl_)
-      return post_result(std::move(handler), error_code(boost::asio::error::bad_descriptor));
-    start_run(impl_, std::move(on_session), std::move(handler));
+      return closed(std::move(handler), boost::asio::error::bad_descriptor);
+    start_run(impl_, std::move(on_session), pending<void(error_code)>(std::forward<Handler>(handler)));
   }
 };
 } // namespace detail

@@ -386,25 +386,9 @@ public:
   auto async_flush(CompletionToken&& token = boost::asio::deferred_t());
 
 private:
-  using receive_handler = boost::asio::any_completion_handler<void(error_code, receive_batch)>;
-  using acquire_handler = boost::asio::any_completion_handler<void(error_code, send_batch)>;
-  using send_handler = boost::asio::any_completion_handler<void(error_code)>;
-
   raw_socket(executor_type ex, std::shared_ptr<detail::raw_socket_core> core) noexcept;
 
-  void start_receive(std::size_t max_packets, std::chrono::nanoseconds timeout,
-                     receive_handler handler);
-  void start_acquire(std::size_t n, acquire_handler handler);
-  void start_send(send_batch batch, send_handler handler);
-  void start_flush(send_handler handler);
   const detail::raw_socket_core& core() const;
-
-  // The initiation objects of the asynchronous operations (impl/raw_socket.hpp).
-  class initiation;
-  class initiate_async_receive;
-  class initiate_async_acquire;
-  class initiate_async_send;
-  class initiate_async_flush;
 
   executor_type executor_;
   std::shared_ptr<detail::raw_socket_core> core_;

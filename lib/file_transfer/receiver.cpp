@@ -3,7 +3,7 @@
 #include "asio_alias.hpp"
 #include "receive_session.hpp"
 #include "receiver_impl.hpp"
-#include "spawn_completion.hpp"
+#include "spawn_operation.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -181,23 +181,23 @@ serve_connection(std::shared_ptr<file_receiver_impl> impl, connection conn) {
   co_return out;
 }
 
-void start_receive_one(const std::shared_ptr<file_receiver_impl>& impl, receive_handler handler) {
-  auto completion =
-      spawn_completion(impl->ex, handler, [](receive_handler h, std::exception_ptr e, outcome out) {
-        if (e)
-          out.first = exception_error(e);
-        std::move(h)(out.first, std::move(out.second));
-      });
-  asio::co_spawn(impl->ex, receive_one(impl), std::move(completion));
+void start_receive_one(const std::shared_ptr<file_receiver_impl>& impl,
+                       receive_one_operation&& pending) {
+  spawn_operation(impl->ex, receive_one(impl), std::move(pending),
+                  [ex = impl->ex](receive_one_operation& op, std::exception_ptr e, outcome out) {
+                    if (e)
+                      out.first = exception_error(e);
+                    op.complete(ex, from::completion_path, out.first, std::move(out.second));
+                  });
 }
 
 void start_run(const std::shared_ptr<file_receiver_impl>& impl, receive_session_callback on_session,
-               run_handler handler) {
-  auto completion =
-      spawn_completion(impl->ex, handler, [](run_handler h, std::exception_ptr e, error_code ec) {
-        std::move(h)(e ? exception_error(e) : ec);
-      });
-  asio::co_spawn(impl->ex, run(impl, std::move(on_session)), std::move(completion));
+               pending_operation<void(error_code)>&& pending) {
+  spawn_operation(impl->ex, run(impl, std::move(on_session)), std::move(pending),
+                  [ex = impl->ex](pending_operation<void(error_code)>& op, std::exception_ptr e,
+                                  error_code ec) {
+                    op.complete(ex, from::completion_path, e ? exception_error(e) : ec);
+                  });
 }
 
 } // namespace asio_rdma::detail

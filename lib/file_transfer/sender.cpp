@@ -9,7 +9,7 @@
 #include "deadline.hpp"
 #include "partial_file.hpp"
 #include "send_entries.hpp"
-#include "spawn_completion.hpp"
+#include "spawn_operation.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <asio_rdma/file_transfer.hpp>
@@ -711,15 +711,14 @@ awaitable<outcome> send_paths(connection& conn, std::filesystem::path path, bool
 } // namespace
 
 void start_send_paths(connection& conn, std::filesystem::path path, bool tree,
-                      const file_transfer_options& options, transfer_handler handler) {
+                      const file_transfer_options& options, transfer_operation&& pending) {
   asio::any_io_executor ex = conn.get_executor();
-  auto completion =
-      spawn_completion(ex, handler, [](transfer_handler h, std::exception_ptr e, outcome out) {
-        if (e)
-          out.first = exception_error(e);
-        std::move(h)(out.first, out.second);
-      });
-  asio::co_spawn(ex, send_paths(conn, std::move(path), tree, options), std::move(completion));
+  spawn_operation(ex, send_paths(conn, std::move(path), tree, options), std::move(pending),
+                  [ex](transfer_operation& op, std::exception_ptr e, outcome out) {
+                    if (e)
+                      out.first = exception_error(e);
+                    op.complete(ex, from::completion_path, out.first, out.second);
+                  });
 }
 
 } // namespace asio_rdma::detail

@@ -3,7 +3,6 @@
 #include <asio_rdma/raw_socket.hpp>
 
 #include "asio_alias.hpp"
-#include "async/pending_operation.hpp"
 #include "raw/bpf_filter.hpp"
 #include "raw/packet_backend.hpp"
 #include "raw/raw_socket_core.hpp"
@@ -189,43 +188,26 @@ void raw_socket::clear_flow(std::size_t index, error_code& ec) {
   core_->clear_flow(index, ec);
 }
 
-namespace {
-// An operation on a closed socket still completes through the executor, never inline. A
-// default-constructed socket has no executor to complete on: that is a usage error.
-template <typename Handler, typename... Args>
-void post_closed(const asio::any_io_executor& ex, Handler handler, Args&&... args) {
-  if (!ex)
-    throw boost::system::system_error(asio::error::bad_descriptor,
-                                      "raw_socket: operation on a socket that was never opened");
-  detail::complete_now(ex, std::move(handler), detail::delivery::post,
-                       error_code(asio::error::bad_descriptor), std::forward<Args>(args)...);
-}
-} // namespace
+namespace detail {
 
-void raw_socket::start_receive(std::size_t max_packets, std::chrono::nanoseconds timeout,
-                               receive_handler handler) {
-  if (!core_)
-    return post_closed(executor_, std::move(handler), receive_batch());
-  core_->start_receive(max_packets, timeout, std::move(handler));
+void start_raw_receive(raw_socket_core* core, std::size_t max_packets,
+                       std::chrono::nanoseconds timeout, raw_receive_operation&& pending) {
+  core->start_receive(max_packets, timeout, std::move(pending));
 }
 
-void raw_socket::start_acquire(std::size_t n, acquire_handler handler) {
-  if (!core_)
-    return post_closed(executor_, std::move(handler), send_batch());
-  core_->start_acquire(n, std::move(handler));
+void start_raw_acquire(raw_socket_core* core, std::size_t n, raw_acquire_operation&& pending) {
+  core->start_acquire(n, std::move(pending));
 }
 
-void raw_socket::start_send(send_batch batch, send_handler handler) {
-  if (!core_)
-    return post_closed(executor_, std::move(handler));
-  core_->start_send(std::move(batch), std::move(handler));
+void start_raw_send(raw_socket_core* core, send_batch batch, raw_send_operation&& pending) {
+  core->start_send(std::move(batch), std::move(pending));
 }
 
-void raw_socket::start_flush(send_handler handler) {
-  if (!core_)
-    return post_closed(executor_, std::move(handler));
-  core_->start_flush(std::move(handler));
+void start_raw_flush(raw_socket_core* core, raw_send_operation&& pending) {
+  core->start_flush(std::move(pending));
 }
+
+} // namespace detail
 
 // --- receive_batch ---
 

@@ -63,13 +63,13 @@ void raw_socket_core::close() noexcept {
   // Handlers are posted, never run from here: close() may be called from a destructor or
   // from inside another handler.
   if (receive_.active)
-    finish_receive(asio::error::operation_aborted, 0, true);
+    finish_receive(asio::error::operation_aborted, 0, from::user_call);
   if (acquire_.active)
-    finish_acquire(asio::error::operation_aborted, 0, true);
+    finish_acquire(asio::error::operation_aborted, 0, from::user_call);
   if (send_.active)
-    finish_send(asio::error::operation_aborted, true);
+    finish_send(asio::error::operation_aborted, from::user_call);
   if (flush_.active)
-    finish_flush(asio::error::operation_aborted, true);
+    finish_flush(asio::error::operation_aborted, from::user_call);
   receive_wait_signal_.emit(asio::cancellation_type::all);
   tx_wait_signal_.emit(asio::cancellation_type::all);
   error_code ignored;
@@ -176,8 +176,8 @@ bool raw_socket_core::owns_flow(std::size_t index, std::uint64_t generation) con
 
 template <typename Signature>
 void raw_socket_core::begin(raw_operation<Signature>& op,
-                            asio::any_completion_handler<Signature> h, operation_kind kind) {
-  op.handler.start(std::move(h));
+                            pending_operation<Signature>&& pending, operation_kind kind) {
+  op.handler = std::move(pending);
   op.work = op.handler.tracked_executor(executor_);
   op.active = true;
   op.cancel_requested = false;
@@ -186,14 +186,14 @@ void raw_socket_core::begin(raw_operation<Signature>& op,
 }
 
 template <typename Signature, typename... Args>
-void raw_socket_core::finish(raw_operation<Signature>& op, bool post, Args&&... args) {
+void raw_socket_core::finish(raw_operation<Signature>& op, from origin, Args&&... args) {
   auto handler = std::move(op.handler);
   auto work = std::move(op.work); // kept while the operation waited; released once delivered
   op.work = {};
   op.active = false;
   op.cancel_requested = false;
   ++op.generation;
-  handler.complete_on(work, executor_, post ? delivery::post : delivery::dispatch,
+  handler.complete_on(work, executor_, origin,
                       std::forward<Args>(args)...);
 }
 
@@ -252,7 +252,7 @@ void raw_socket_core::wait(const wait_plan& plan, asio::cancellation_signal& sig
 // --- receive ---
 
 void raw_socket_core::start_receive(std::size_t max_packets, std::chrono::nanoseconds timeout,
-                                    receive_handler handler) {
+                                    raw_receive_operation&& pending) {
   error_code ec;
   if (closed_)
     ec = asio::error::bad_descriptor;
@@ -261,10 +261,10 @@ void raw_socket_core::start_receive(std::size_t max_packets, std::chrono::nanose
   else if (max_packets == 0)
     ec = errc::invalid_option;
   if (ec) {
-    complete_now(executor_, std::move(handler), delivery::post, ec, receive_batch());
+    pending.complete(executor_, from::user_call, ec, receive_batch());
     return;
   }
-  begin(receive_, std::move(handler), operation_kind::receive);
+  begin(receive_, std::move(pending), operation_kind::receive);
   receive_max_ = max_packets;
   receive_poll_only_ = timeout <= std::chrono::nanoseconds::zero();
   const auto generation = receive_.generation;
@@ -338,7 +338,7 @@ void raw_socket_core::on_receive_deadline(std::uint64_t generation, error_code e
   finish_receive(n > 0 || ec ? ec : error_code(asio::error::timed_out), n);
 }
 
-void raw_socket_core::finish_receive(error_code ec, std::size_t n, bool post) {
+void raw_socket_core::finish_receive(error_code ec, std::size_t n, from origin) {
   receive_batch batch;
   receive_storage_.resize(n);
   if (n > 0) {
@@ -356,7 +356,7 @@ void raw_socket_core::finish_receive(error_code ec, std::size_t n, bool post) {
     receive_deadline_.cancel();
     receive_deadline_armed_ = false;
   }
-  finish(receive_, post, ec, std::move(batch));
+  finish(receive_, origin, ec, std::move(batch));
 }
 
 void raw_socket_core::release_received(std::vector<received_packet>& packets) noexcept {
@@ -369,7 +369,7 @@ void raw_socket_core::release_received(std::vector<received_packet>& packets) no
 
 // --- send side ---
 
-void raw_socket_core::start_acquire(std::size_t n, acquire_handler handler) {
+void raw_socket_core::start_acquire(std::size_t n, raw_acquire_operation&& pending) {
   error_code ec;
   if (closed_)
     ec = asio::error::bad_descriptor;
@@ -378,15 +378,15 @@ void raw_socket_core::start_acquire(std::size_t n, acquire_handler handler) {
   else if (n == 0)
     ec = errc::invalid_option;
   if (ec) {
-    complete_now(executor_, std::move(handler), delivery::post, ec, send_batch());
+    pending.complete(executor_, from::user_call, ec, send_batch());
     return;
   }
-  begin(acquire_, std::move(handler), operation_kind::acquire);
+  begin(acquire_, std::move(pending), operation_kind::acquire);
   acquire_count_ = n;
   asio::post(executor_, [self = shared_from_this()] { self->tx_step(); });
 }
 
-void raw_socket_core::start_send(send_batch batch, send_handler handler) {
+void raw_socket_core::start_send(send_batch batch, raw_send_operation&& pending) {
   error_code ec;
   if (closed_)
     ec = asio::error::bad_descriptor;
@@ -400,27 +400,27 @@ void raw_socket_core::start_send(send_batch batch, send_handler handler) {
         ec = errc::invalid_option;
   if (ec) {
     // The batch's buffers go back unsent when it is destroyed here.
-    complete_now(executor_, std::move(handler), delivery::post, ec);
+    pending.complete(executor_, from::user_call, ec);
     return;
   }
-  begin(send_, std::move(handler), operation_kind::send);
+  begin(send_, std::move(pending), operation_kind::send);
   send_packets_.swap(batch.packets_);
   batch.owner_.reset(); // the packets are the operation's now (still counted as lent)
   send_next_ = 0;
   asio::post(executor_, [self = shared_from_this()] { self->tx_step(); });
 }
 
-void raw_socket_core::start_flush(send_handler handler) {
+void raw_socket_core::start_flush(raw_send_operation&& pending) {
   error_code ec;
   if (closed_)
     ec = asio::error::bad_descriptor;
   else if (flush_.active)
     ec = asio::error::already_started;
   if (ec) {
-    complete_now(executor_, std::move(handler), delivery::post, ec);
+    pending.complete(executor_, from::user_call, ec);
     return;
   }
-  begin(flush_, std::move(handler), operation_kind::flush);
+  begin(flush_, std::move(pending), operation_kind::flush);
   asio::post(executor_, [self = shared_from_this()] { self->tx_step(); });
 }
 
@@ -515,7 +515,7 @@ void raw_socket_core::fail_tx(error_code ec) {
     finish_flush(ec);
 }
 
-void raw_socket_core::finish_acquire(error_code ec, std::size_t n, bool post) {
+void raw_socket_core::finish_acquire(error_code ec, std::size_t n, from origin) {
   send_batch batch;
   acquire_storage_.resize(n);
   if (n > 0) {
@@ -524,10 +524,10 @@ void raw_socket_core::finish_acquire(error_code ec, std::size_t n, bool post) {
     acquire_storage_ = {};
     lent_send_ += n;
   }
-  finish(acquire_, post, ec, std::move(batch));
+  finish(acquire_, origin, ec, std::move(batch));
 }
 
-void raw_socket_core::finish_send(error_code ec, bool post) {
+void raw_socket_core::finish_send(error_code ec, from origin) {
   const auto unsent = std::span<const send_packet>(send_packets_).subspan(send_next_);
   backend_->give_back(unsent);
   lent_send_ -= unsent.size();
@@ -535,11 +535,11 @@ void raw_socket_core::finish_send(error_code ec, bool post) {
   if (acquire_storage_.capacity() < send_packets_.capacity())
     acquire_storage_.swap(send_packets_);
   send_next_ = 0;
-  finish(send_, post, ec);
+  finish(send_, origin, ec);
 }
 
-void raw_socket_core::finish_flush(error_code ec, bool post) {
-  finish(flush_, post, ec);
+void raw_socket_core::finish_flush(error_code ec, from origin) {
+  finish(flush_, origin, ec);
 }
 
 void raw_socket_core::return_send_buffers(std::span<const send_packet> packets) noexcept {

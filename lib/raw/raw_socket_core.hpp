@@ -4,7 +4,6 @@
 // closes; every wait handler holds it too, so it outlives its pending waits.
 #pragma once
 
-#include "async/pending_operation.hpp"
 #include "raw/backend.hpp"
 #include "raw/interface_info.hpp"
 #include "raw/multicast_groups.hpp"
@@ -34,9 +33,6 @@ template <typename Signature> struct raw_operation {
 
 class raw_socket_core : public std::enable_shared_from_this<raw_socket_core> {
 public:
-  using receive_handler = boost::asio::any_completion_handler<void(error_code, receive_batch)>;
-  using acquire_handler = boost::asio::any_completion_handler<void(error_code, send_batch)>;
-  using send_handler = boost::asio::any_completion_handler<void(error_code)>;
 
   raw_socket_core(boost::asio::any_io_executor ex, interface_info interface,
                   std::unique_ptr<backend> backend, std::unique_ptr<multicast_groups> groups);
@@ -64,10 +60,10 @@ public:
 
   // Operations (called from raw_socket's initiating functions).
   void start_receive(std::size_t max_packets, std::chrono::nanoseconds timeout,
-                     receive_handler handler);
-  void start_acquire(std::size_t n, acquire_handler handler);
-  void start_send(send_batch batch, send_handler handler);
-  void start_flush(send_handler handler);
+                     raw_receive_operation&& pending);
+  void start_acquire(std::size_t n, raw_acquire_operation&& pending);
+  void start_send(send_batch batch, raw_send_operation&& pending);
+  void start_flush(raw_send_operation&& pending);
 
   // Lending (called by the batches).
   void release_received(std::vector<received_packet>& packets) noexcept;
@@ -77,10 +73,10 @@ private:
   enum class operation_kind { receive, acquire, send, flush };
 
   template <typename Signature>
-  void begin(raw_operation<Signature>& op, boost::asio::any_completion_handler<Signature> h,
+  void begin(raw_operation<Signature>& op, pending_operation<Signature>&& pending,
              operation_kind kind);
   template <typename Signature, typename... Args>
-  void finish(raw_operation<Signature>& op, bool post, Args&&... args);
+  void finish(raw_operation<Signature>& op, from origin, Args&&... args);
   void request_cancel(operation_kind kind) noexcept;
   boost::asio::posix::stream_descriptor* descriptor_for(int fd) noexcept;
   void wait(const wait_plan& plan, boost::asio::cancellation_signal& signal,
@@ -91,13 +87,13 @@ private:
   void receive_step(std::uint64_t generation);
   void on_receive_wait(std::uint64_t generation, bool from_fd, error_code ec);
   void on_receive_deadline(std::uint64_t generation, error_code ec);
-  void finish_receive(error_code ec, std::size_t n, bool post = false);
+  void finish_receive(error_code ec, std::size_t n, from origin = from::completion_path);
 
   void tx_step();
   void on_tx_wait(std::uint64_t, bool from_fd, error_code ec);
-  void finish_acquire(error_code ec, std::size_t n, bool post = false);
-  void finish_send(error_code ec, bool post = false);
-  void finish_flush(error_code ec, bool post = false);
+  void finish_acquire(error_code ec, std::size_t n, from origin = from::completion_path);
+  void finish_send(error_code ec, from origin = from::completion_path);
+  void finish_flush(error_code ec, from origin = from::completion_path);
   void fail_tx(error_code ec);
 
   boost::asio::any_io_executor executor_;

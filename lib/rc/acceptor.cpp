@@ -1,5 +1,4 @@
 // asio_rdma::acceptor: a listening rdma_cm id and the queue of its requests.
-#include "async/pending_operation.hpp"
 #include "cm/cm_channel.hpp"
 #include "cm/endpoint.hpp"
 #include "internal_access.hpp"
@@ -66,11 +65,11 @@ public:
     return ep;
   }
 
-  /// Waits for a request for `handler`: an async_accept_request's or an async_accept's.
-  template <typename Signature> void wait(asio::any_completion_handler<Signature> handler) {
-    waiter w{pending_operation<Signature>(std::move(handler)), 0};
+  /// Waits for a request for `pending`: an async_accept_request's or an async_accept's.
+  template <typename Signature> void wait(pending_operation<Signature>&& pending) {
+    waiter w{std::move(pending), 0};
     if (!listen_id_)
-      return finish(w, asio::error::bad_descriptor, nullptr, true);
+      return finish(w, asio::error::bad_descriptor, nullptr, from::user_call);
     w.key = ++next_waiter_;
     std::visit(
         [&](auto& op) {
@@ -91,7 +90,7 @@ public:
     requests_.clear(); // rejects them
     while (!waiters_.empty()) {
       waiter w = take(waiters_.begin());
-      finish(w, asio::error::operation_aborted, nullptr, true);
+      finish(w, asio::error::operation_aborted, nullptr, from::user_call);
     }
   }
 
@@ -124,7 +123,7 @@ private:
       waiter w = take(waiters_.begin());
       auto request = std::move(requests_.front());
       requests_.pop_front();
-      finish(w, {}, std::move(request), false);
+      finish(w, {}, std::move(request), from::completion_path);
     }
   }
 
@@ -141,22 +140,22 @@ private:
       if (it->key != key)
         continue;
       waiter w = take(it);
-      return finish(w, asio::error::operation_aborted, nullptr, true);
+      return finish(w, asio::error::operation_aborted, nullptr, from::user_call);
     }
   }
 
-  void finish(waiter& w, error_code ec, pending_request_ptr request, bool defer) {
+  void finish(waiter& w, error_code ec, pending_request_ptr request, from origin) {
     if (auto* as_connection = std::get_if<1>(&w.handler)) {
       if (ec)
-        return as_connection->complete(ex_, delivery::post, ec, connection());
-      // The request becomes a connection: the handler waits on for its establishment.
+        return as_connection->complete(ex_, origin, ec, connection());
+      // The request becomes a connection: the operation waits on for its establishment,
+      // which installs its own cancellation handler.
       as_connection->ignore_cancel();
       return start_accept_request_as_connection(std::move(request), options_.connection,
-                                                as_connection->release());
+                                                std::move(*as_connection));
     }
-    auto result = ec ? connection_request() : internal_access::make_request(std::move(request));
-    std::get<0>(w.handler).complete(ex_, defer ? delivery::post : delivery::dispatch, ec,
-                                    std::move(result));
+    auto result = ec ? connection_request() : internal_access::make_request(std::move(request), ex_);
+    std::get<0>(w.handler).complete(ex_, origin, ec, std::move(result));
   }
 
   asio::any_io_executor ex_;
@@ -168,12 +167,12 @@ private:
   std::uint64_t next_waiter_ = 0;
 };
 
-void start_accept_request(acceptor_impl* impl, request_handler handler) {
-  impl->wait(std::move(handler));
+void start_accept_request(acceptor_impl* impl, request_operation&& pending) {
+  impl->wait(std::move(pending));
 }
 
-void start_accept(acceptor_impl* impl, connection_handler handler) {
-  impl->wait(std::move(handler));
+void start_accept(acceptor_impl* impl, connection_operation&& pending) {
+  impl->wait(std::move(pending));
 }
 
 } // namespace asio_rdma::detail

@@ -67,8 +67,9 @@ ibv_pd* connection::native_protection_domain() const noexcept {
 // ---------------------------------------------------------------- connection_request
 
 connection_request::connection_request() noexcept = default;
-connection_request::connection_request(detail::pending_request_ptr request) noexcept
-    : request_(std::move(request)) {}
+connection_request::connection_request(detail::pending_request_ptr request,
+                                       executor_type ex) noexcept
+    : request_(std::move(request)), ex_(std::move(ex)) {}
 connection_request::connection_request(connection_request&&) noexcept = default;
 connection_request& connection_request::operator=(connection_request&&) noexcept = default;
 connection_request::~connection_request() = default;
@@ -112,16 +113,16 @@ void pending_request_deleter::operator()(pending_request* request) const noexcep
 
 void start_accept_request_as_connection(pending_request_ptr request,
                                         const connection_options& options,
-                                        connection_handler handler) {
+                                        connection_operation&& pending) {
   auto impl = std::make_shared<connection_impl>(request->ex, options);
   impl->start_accept(std::move(request->channel), std::move(request->id), request->event,
-                     std::move(handler));
+                     std::move(pending));
 }
 
 void start_connect(const boost::asio::any_io_executor& ex, std::string host, std::uint16_t port,
-                   const connection_options& options, connection_handler handler) {
+                   const connection_options& options, connection_operation&& pending) {
   auto impl = std::make_shared<connection_impl>(ex, options);
-  impl->start_connect(std::move(host), port, std::move(handler));
+  impl->start_connect(std::move(host), port, std::move(pending));
 }
 
 } // namespace detail

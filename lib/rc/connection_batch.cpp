@@ -30,17 +30,16 @@ work_request request_of(const batch_entry& entry) {
 } // namespace
 
 void start_batch(connection_impl* impl, std::span<const batch_entry> entries,
-                 size_handler&& handler, bool direct) {
-  impl->batch(entries, std::move(handler), direct);
+                 size_operation&& pending) {
+  impl->batch(entries, std::move(pending));
 }
 
-void connection_impl::batch(std::span<const batch_entry> entries, size_handler&& handler,
-                            bool direct) {
+void connection_impl::batch(std::span<const batch_entry> entries, size_operation&& pending) {
   error_code ec = state_ != state::open ? ending_.for_new_work() : check_batch(entries);
-  operation* first = new_op(op_kind::work, direct);
-  first->handler.start(std::move(handler));
+  operation* first = new_op(op_kind::work);
+  first->handler = std::move(pending);
   if (ec || entries.empty())
-    return complete(first, ec, 0, true);
+    return complete(first, ec, 0, from::user_call);
   first->batch_remaining = static_cast<std::uint32_t>(entries.size());
   first->batch_error = {};
   std::uint64_t bytes = 0;
@@ -49,7 +48,7 @@ void connection_impl::batch(std::span<const batch_entry> entries, size_handler&&
   first->counted = true;
   op_started();
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    operation* op = i == 0 ? first : new_op(op_kind::work, direct);
+    operation* op = i == 0 ? first : new_op(op_kind::work);
     op->batch = first;
     op->on_complete = &connection_impl::on_send_complete;
     prepare_work(op, request_of(entries[i]));
@@ -99,7 +98,7 @@ void connection_impl::cancel_batch(operation* first) {
     operation* next = op->next;
     if (!sends_.withdraw(op))
       return; // not where it should be: leave the batch to complete as posted
-    complete(op, asio::error::operation_aborted, 0, true);
+    complete(op, asio::error::operation_aborted, 0, from::user_call);
     op = next;
   }
 }

@@ -10,16 +10,14 @@ namespace asio_rdma::detail {
 
 // ---------------------------------------------------------------- teardown
 
-void start_disconnect(connection_impl* impl, void_handler handler) {
-  impl->disconnect(std::move(handler));
+void start_disconnect(connection_impl* impl, pending_operation<void(error_code)>&& pending) {
+  impl->disconnect(std::move(pending));
 }
 
-void connection_impl::disconnect(void_handler handler) {
-  if (state_ != state::open) {
-    complete_now(ex_, std::move(handler), delivery::post, ending_.for_late_disconnect());
-    return;
-  }
-  disconnect_handler_.start(std::move(handler));
+void connection_impl::disconnect(pending_operation<void(error_code)>&& pending) {
+  if (state_ != state::open)
+    return pending.complete(ex_, from::user_call, ending_.for_late_disconnect());
+  disconnect_handler_ = std::move(pending);
   ending_.disconnect_requested();
   op_started();
   disconnect_handler_.on_cancel(
@@ -34,17 +32,19 @@ void connection_impl::complete_disconnect(error_code ec) {
   timer_.cancel();
   op_finished();
   auto handler = std::move(disconnect_handler_);
-  handler.complete(ex_, delivery::post, ec);
+  // Posted even from the event path: it is reached from inside close's own steps, which
+  // the handler (destroying the connection) must not interrupt.
+  handler.complete(ex_, from::user_call, ec);
 }
 
 void connection_impl::close() noexcept {
   if (state_ == state::closed)
     return;
   if (establish_handler_)
-    return fail_establishment(asio::error::operation_aborted, true);
+    return fail_establishment(asio::error::operation_aborted, from::user_call);
   ending_.closed_locally();
   if (state_ == state::closing) {
-    fail_waiting_receives(true);
+    fail_waiting_receives(from::user_call);
     return;
   }
   begin_close({});
@@ -57,7 +57,7 @@ void connection_impl::begin_close(error_code reason) {
   const auto keep_alive = weak_from_this().lock();
   ending_.failed(reason);
   if (state_ == state::closing || state_ == state::closed) {
-    fail_waiting_receives(true);
+    fail_waiting_receives(from::user_call);
     return;
   }
   const bool was_connected = state_ == state::open;
@@ -76,11 +76,11 @@ void connection_impl::begin_close(error_code reason) {
   }
   // Work that was never posted completes now.
   while (operation* op = sends_.pop_queued())
-    complete(op, ending_.for_withdrawn_work(), 0, true);
+    complete(op, ending_.for_withdrawn_work(), 0, from::user_call);
   // Messages that arrived before the error are delivered before end-of-stream.
   if (cq_)
     cq_->poll();
-  fail_waiting_receives(true);
+  fail_waiting_receives(from::user_call);
   if (state_ != state::closing)
     return; // a handler run by the poll finished the close
   if (sends_.outstanding() > 0 && !shared_) {
@@ -109,9 +109,9 @@ void connection_impl::finish_close() {
   // Destroying the queue pair withdrew whatever the device had not flushed.
   while (operation* op = sends_.pop_posted()) {
     release_send_slot(op);
-    complete(op, ending_.for_withdrawn_work(), 0, true);
+    complete(op, ending_.for_withdrawn_work(), 0, from::user_call);
   }
-  fail_waiting_receives(true);
+  fail_waiting_receives(from::user_call);
   // Out of band, no CM event follows: the flush was the whole disconnect.
   if (!ending_.disconnect_was_requested() || ending_.peer_has_disconnected() || out_of_band_)
     complete_disconnect({});

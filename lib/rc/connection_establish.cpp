@@ -36,14 +36,14 @@ int timeout_ms(std::chrono::milliseconds t) {
 // ---------------------------------------------------------------- establishment
 
 void connection_impl::start_connect(std::string host, std::uint16_t port,
-                                    connection_handler handler) {
-  establish_handler_.start(std::move(handler));
+                                    connection_operation&& op) {
+  establish_handler_ = std::move(op);
   self_ = shared_from_this();
   op_started();
   if (options_.validate(connection_options::max_connect_private_data))
-    return fail_establishment(errc::invalid_option, true);
+    return fail_establishment(errc::invalid_option, from::user_call);
   establish_handler_.on_cancel([this](asio::cancellation_type) {
-    fail_establishment(asio::error::operation_aborted, true);
+    fail_establishment(asio::error::operation_aborted, from::user_call);
   });
 
   error_code ec;
@@ -62,7 +62,7 @@ void connection_impl::start_connect(std::string host, std::uint16_t port,
                             if (!ec && results.empty())
                               ec = asio::error::host_not_found;
                             if (ec)
-                              return self->fail_establishment(ec, false);
+                              return self->fail_establishment(ec, from::completion_path);
                             self->resolve_address(results.begin()->endpoint());
                           });
 }
@@ -75,7 +75,7 @@ void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination
   if (!ec)
     ec = set_ack_timeout();
   if (ec)
-    return fail_establishment(cm_error(ec), true);
+    return fail_establishment(cm_error(ec), from::user_call);
   sync_interest();
   sockaddr_storage dst{}, src{};
   to_sockaddr(destination, dst);
@@ -83,7 +83,7 @@ void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination
   if (!options_.source_address.empty()) {
     auto source = asio::ip::make_address(options_.source_address, ec);
     if (ec)
-      return fail_establishment(ec, true);
+      return fail_establishment(ec, from::user_call);
     to_sockaddr(asio::ip::tcp::endpoint(source, 0), src);
     src_ptr = reinterpret_cast<sockaddr*>(&src);
   }
@@ -93,13 +93,13 @@ void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination
   }
   if (::rdma_resolve_addr(id_.get(), src_ptr, reinterpret_cast<sockaddr*>(&dst),
                           timeout_ms(options_.timeout)) != 0) {
-    return fail_establishment(cm_error(from_errno()), true);
+    return fail_establishment(cm_error(from_errno()), from::user_call);
   }
 }
 
 void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_ptr id,
-                                   const cm_event& request, connection_handler handler) {
-  establish_handler_.start(std::move(handler));
+                                   const cm_event& request, connection_operation&& op) {
+  establish_handler_ = std::move(op);
   self_ = shared_from_this();
   op_started();
   channel_ = std::move(channel);
@@ -109,9 +109,9 @@ void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_pt
   auto data = request.data();
   peer_private_data_.assign(data.begin(), data.end());
   if (options_.validate(connection_options::max_accept_private_data))
-    return fail_establishment(errc::invalid_option, true);
+    return fail_establishment(errc::invalid_option, from::user_call);
   if (auto ec = set_ack_timeout(); ec || (ec = create_resources(id_->verbs)))
-    return fail_establishment(ec, true);
+    return fail_establishment(ec, from::user_call);
   rdma_conn_param param{};
   param.private_data = options_.private_data.data();
   param.private_data_len = static_cast<std::uint8_t>(options_.private_data.size());
@@ -123,15 +123,15 @@ void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_pt
   param.rnr_retry_count = 7; // 7 = retry forever: RNR is our flow control
   param.retry_count = options_.retry_count;
   establish_handler_.on_cancel([this](asio::cancellation_type) {
-    fail_establishment(asio::error::operation_aborted, true);
+    fail_establishment(asio::error::operation_aborted, from::user_call);
   });
   state_ = state::accepting;
   start_timer(false);
   if (::rdma_accept(id_.get(), &param) != 0)
-    return fail_establishment(from_errno(), true);
+    return fail_establishment(from_errno(), from::user_call);
   // rdma_accept moved the queue pair to RTS: the peer may send from now on.
   if (auto ec = set_rnr_timer())
-    return fail_establishment(ec, true);
+    return fail_establishment(ec, from::user_call);
 }
 
 error_code connection_impl::set_ack_timeout() {
@@ -242,16 +242,16 @@ void connection_impl::on_cm_event(const cm_event& event) {
   case RDMA_CM_EVENT_ADDR_RESOLVED:
     if (state_ == state::resolving &&
         ::rdma_resolve_route(id_.get(), timeout_ms(options_.timeout)) != 0)
-      fail_establishment(cm_error(from_errno()), false);
+      fail_establishment(cm_error(from_errno()), from::completion_path);
     break;
   case RDMA_CM_EVENT_ADDR_ERROR:
-    fail_establishment(errc::address_resolution_failed, false);
+    fail_establishment(errc::address_resolution_failed, from::completion_path);
     break;
   case RDMA_CM_EVENT_ROUTE_RESOLVED: {
     if (state_ != state::resolving)
       break;
     if (auto ec = create_resources(id_->verbs))
-      return fail_establishment(ec, false);
+      return fail_establishment(ec, from::completion_path);
     rdma_conn_param param{};
     param.private_data = options_.private_data.data();
     param.private_data_len = static_cast<std::uint8_t>(options_.private_data.size());
@@ -263,14 +263,14 @@ void connection_impl::on_cm_event(const cm_event& event) {
     param.retry_count = options_.retry_count;
     state_ = state::connecting;
     if (::rdma_connect(id_.get(), &param) != 0)
-      fail_establishment(from_errno(), false);
+      fail_establishment(from_errno(), from::completion_path);
     break;
   }
   case RDMA_CM_EVENT_ROUTE_ERROR:
-    fail_establishment(errc::route_resolution_failed, false);
+    fail_establishment(errc::route_resolution_failed, from::completion_path);
     break;
   case RDMA_CM_EVENT_UNREACHABLE:
-    fail_establishment(errc::unreachable, false);
+    fail_establishment(errc::unreachable, from::completion_path);
     break;
   case RDMA_CM_EVENT_REJECTED: {
     auto data = event.data();
@@ -278,18 +278,18 @@ void connection_impl::on_cm_event(const cm_event& event) {
     fail_establishment(event.status == reject_reason_consumer
                            ? error_code(errc::rejected)
                            : error_code(asio::error::connection_refused),
-                       false);
+                       from::completion_path);
     break;
   }
   case RDMA_CM_EVENT_CONNECT_ERROR:
-    fail_establishment(errc::connection_error, false);
+    fail_establishment(errc::connection_error, from::completion_path);
     break;
   case RDMA_CM_EVENT_ESTABLISHED:
     finish_establishment(event);
     break;
   case RDMA_CM_EVENT_DISCONNECTED:
     if (establish_handler_) {
-      fail_establishment(asio::error::connection_reset, false);
+      fail_establishment(asio::error::connection_reset, from::completion_path);
     } else if (state_ == state::open) {
       ending_.peer_disconnected();
       // Deliver every message that arrived before the disconnect first.
@@ -302,7 +302,7 @@ void connection_impl::on_cm_event(const cm_event& event) {
     break;
   case RDMA_CM_EVENT_DEVICE_REMOVAL:
     if (establish_handler_)
-      fail_establishment(errc::device_removed, false);
+      fail_establishment(errc::device_removed, from::completion_path);
     else
       begin_close(errc::device_removed);
     break;
@@ -322,18 +322,18 @@ void connection_impl::finish_establishment(const cm_event& event) {
   if (state_ == state::connecting) {
     // The queue pair reached RTS while rdma_cm processed the reply.
     if (auto ec = set_rnr_timer())
-      return fail_establishment(ec, false);
+      return fail_establishment(ec, from::completion_path);
   }
   state_ = state::open;
   op_finished();
   sync_interest();
   start_keepalive();
   auto handler = std::move(establish_handler_);
-  handler.complete(ex_, delivery::dispatch, error_code(),
+  handler.complete(ex_, from::completion_path, error_code(),
                    internal_access::make_connection(shared_from_this()));
 }
 
-void connection_impl::fail_establishment(error_code ec, bool defer) {
+void connection_impl::fail_establishment(error_code ec, from origin) {
   if (!establish_handler_)
     return;
   timer_.cancel();
@@ -345,7 +345,7 @@ void connection_impl::fail_establishment(error_code ec, bool defer) {
   teardown();
   state_ = state::closed;
   auto keep = std::move(self_);
-  handler.complete(ex_, defer ? delivery::post : delivery::dispatch, ec, std::move(result));
+  handler.complete(ex_, origin, ec, std::move(result));
 }
 
 void connection_impl::start_timer(bool for_disconnect) {
@@ -356,7 +356,7 @@ void connection_impl::start_timer(bool for_disconnect) {
     if (for_disconnect)
       self->complete_disconnect(asio::error::timed_out);
     else
-      self->fail_establishment(asio::error::timed_out, false);
+      self->fail_establishment(asio::error::timed_out, from::completion_path);
   });
 }
 
@@ -389,13 +389,12 @@ void connection_impl::keepalive_tick() {
     work_request probe;
     probe.op = work_request::kind::write;
     probe_outstanding_ = true;
-    work(
-        probe,
-        [weak = weak_from_this()](error_code, std::size_t) {
-          if (auto self = weak.lock())
-            self->probe_outstanding_ = false;
-        },
-        true);
+    work(probe, size_operation(
+                    [weak = weak_from_this()](error_code, std::size_t) {
+                      if (auto self = weak.lock())
+                        self->probe_outstanding_ = false;
+                    },
+                    ex_));
   }
   start_keepalive();
 }

@@ -45,21 +45,17 @@ public:
   ~connection_impl();
 
   // Establishment.
-  void start_connect(std::string host, std::uint16_t port, connection_handler handler);
+  void start_connect(std::string host, std::uint16_t port, connection_operation&& op);
   void start_accept(std::shared_ptr<cm_channel> channel, cm_id_ptr id, const cm_event& request,
-                    connection_handler handler);
+                    connection_operation&& op);
 
   // Operations (see connection.hpp for their contracts).
-  // `direct`: the handler runs on this connection's executor (see runs_on).
   void send(const buffer_view<asio::const_buffer>& buffers, std::optional<std::uint32_t> immediate,
-            size_handler&& handler, bool direct);
-  void work(const work_request& request, size_handler&& handler, bool direct);
-  void batch(std::span<const batch_entry> entries, size_handler&& handler, bool direct);
-  void receive(const buffer_view<asio::mutable_buffer>& buffers, size_handler&& handler,
-               bool direct);
-  void receive_message(const buffer_view<asio::mutable_buffer>& buffers, message_handler&& handler,
-                       bool direct);
-  void disconnect(void_handler handler);
+            size_operation&& pending);
+  void work(const work_request& request, size_operation&& pending);
+  void batch(std::span<const batch_entry> entries, size_operation&& pending);
+  void receive(const buffer_view<asio::mutable_buffer>& buffers, message_operation&& pending);
+  void disconnect(pending_operation<void(error_code)>&& pending);
   void close() noexcept;
 
   void on_cm_event(const cm_event& event) override;
@@ -111,7 +107,7 @@ private:
   error_code create_qp(ibv_qp_init_attr& attr);
   error_code create_out_of_band_qp(ibv_qp_init_attr& attr);
   void finish_establishment(const cm_event& event);
-  void fail_establishment(error_code ec, bool defer);
+  void fail_establishment(error_code ec, from origin);
   void start_timer(bool for_disconnect);
   error_code set_ack_timeout();
   error_code set_rnr_timer();
@@ -130,13 +126,11 @@ private:
   /// Completes receive `op` with `msg`, which is no longer queued, and frees its slot.
   void hand_over(operation* op, const arrived_message& msg);
   void release_receive(std::uint32_t slot);
-  operation* new_receive(const buffer_view<asio::mutable_buffer>& buffers, bool direct);
-  void start_receive(operation* op);
   error_code check_work(const work_request& request) const;
   void prepare_work(operation* op, const work_request& request);
   void deliver_waiting();
   void schedule_delivery();
-  void fail_waiting_receives(bool defer);
+  void fail_waiting_receives(from origin);
 
   /// Enters the closing state: the queue pair goes to error so that posted
   /// work flushes; queued operations complete with the terminal error.
@@ -146,9 +140,12 @@ private:
   void teardown();
   void complete_disconnect(error_code ec);
 
-  void complete(operation* op, error_code ec, std::size_t bytes, bool defer,
+  /// Completes `op` from `origin` (a completion that a user's poll found counts as the
+  /// user's call): a receive with `message` (its size `bytes` when there is none), any
+  /// other operation with `bytes`.
+  void complete(operation* op, error_code ec, std::size_t bytes, from origin,
                 const received_message* message = nullptr);
-  operation* new_op(op_kind kind, bool direct);
+  operation* new_op(op_kind kind);
   void queue_send(operation* op);
   void start_posting(operation* op);
   error_code check_batch(std::span<const batch_entry> entries) const;

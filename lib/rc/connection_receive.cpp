@@ -11,40 +11,17 @@
 namespace asio_rdma::detail {
 
 void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
-                   size_handler&& handler, bool direct) {
-  impl->receive(buffers, std::move(handler), direct);
-}
-
-void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
-                   message_handler&& handler, bool direct) {
-  impl->receive_message(buffers, std::move(handler), direct);
+                   message_operation&& pending) {
+  impl->receive(buffers, std::move(pending));
 }
 
 void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
-                              size_handler&& handler, bool direct) {
-  operation* op = new_receive(buffers, direct);
-  op->handler.start(std::move(handler));
-  start_receive(op);
-}
-
-void connection_impl::receive_message(const buffer_view<asio::mutable_buffer>& buffers,
-                                      message_handler&& handler, bool direct) {
-  operation* op = new_receive(buffers, direct);
-  op->wants_message = true;
-  op->message_handler_.start(std::move(handler));
-  start_receive(op);
-}
-
-operation* connection_impl::new_receive(const buffer_view<asio::mutable_buffer>& buffers,
-                                        bool direct) {
-  operation* op = new_op(op_kind::receive, direct);
+                              message_operation&& pending) {
+  operation* op = new_op(op_kind::receive);
+  op->receive_handler = std::move(pending);
   op->destination.assign(buffers);
-  return op;
-}
-
-void connection_impl::start_receive(operation* op) {
   if (op->destination.too_many)
-    return complete(op, asio::error::invalid_argument, 0, true);
+    return complete(op, asio::error::invalid_argument, 0, from::user_call);
   // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
   // The poll runs other operations' handlers, which may drop the last reference.
   // (Inside a poll, as when a handler starts the next receive, there is
@@ -55,14 +32,11 @@ void connection_impl::start_receive(operation* op) {
     cq_->poll();
   }
   if (state_ != state::open && arrived_.empty())
-    return complete(op, ending_.for_receive(), 0, true);
+    return complete(op, ending_.for_receive(), 0, from::user_call);
   op->counted = true;
   op_started();
   waiting_receives_.push(op);
-  if (op->wants_message)
-    op->message_handler_.on_cancel(op_canceller{this, op});
-  else
-    op->handler.on_cancel(op_canceller{this, op});
+  op->receive_handler.on_cancel(op_canceller{this, op});
   // A message is already here: deliver it from a posted task, through the
   // same FIFO as every other delivery, so that receive handlers always run
   // in the order the messages arrived (never from this initiating function).
@@ -113,20 +87,20 @@ void connection_impl::deliver_waiting() {
   while (!waiting_receives_.empty() && !arrived_.empty())
     deliver(waiting_receives_.pop());
   if (state_ == state::closing || state_ == state::closed)
-    fail_waiting_receives(false);
+    fail_waiting_receives(from::completion_path);
 }
 
-void connection_impl::fail_waiting_receives(bool defer) {
+void connection_impl::fail_waiting_receives(from origin) {
   if (!arrived_.empty())
     return; // messages still to deliver come first
   while (!waiting_receives_.empty())
-    complete(waiting_receives_.pop(), ending_.for_receive(), 0, defer);
+    complete(waiting_receives_.pop(), ending_.for_receive(), 0, origin);
 }
 
 void connection_impl::deliver(operation* op) {
   const arrived_message msg = arrived_.front();
   if (!fits(msg, op->destination))
-    return complete(op, errc::buffer_too_small, 0, false); // message stays queued
+    return complete(op, errc::buffer_too_small, 0, from::completion_path); // message stays queued
   arrived_.pop(); // before the handler runs: it may start the next receive
   hand_over(op, msg);
 }
@@ -140,7 +114,7 @@ void connection_impl::hand_over(operation* op, const arrived_message& msg) {
   if (msg.has_immediate)
     result.immediate = msg.immediate;
   result.rdma_write = msg.rdma_write;
-  complete(op, {}, msg.length, false, &result);
+  complete(op, {}, msg.length, from::completion_path, &result);
 }
 
 void connection_impl::release_receive(std::uint32_t slot) {

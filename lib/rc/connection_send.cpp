@@ -15,20 +15,18 @@ namespace asio_rdma::detail {
 // ---------------------------------------------------------------- entry points
 
 void start_send(connection_impl* impl, const buffer_view<asio::const_buffer>& buffers,
-                std::optional<std::uint32_t> immediate, size_handler&& handler, bool direct) {
-  impl->send(buffers, immediate, std::move(handler), direct);
+                std::optional<std::uint32_t> immediate, size_operation&& pending) {
+  impl->send(buffers, immediate, std::move(pending));
 }
 
-void start_work(connection_impl* impl, const work_request& request, size_handler&& handler,
-                bool direct) {
-  impl->work(request, std::move(handler), direct);
+void start_work(connection_impl* impl, const work_request& request, size_operation&& pending) {
+  impl->work(request, std::move(pending));
 }
 
 // ---------------------------------------------------------------- data path
 
 void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
-                           std::optional<std::uint32_t> immediate, size_handler&& handler,
-                           bool direct) {
+                           std::optional<std::uint32_t> immediate, size_operation&& pending) {
   error_code ec;
   if (buffers.too_many)
     ec = asio::error::invalid_argument;
@@ -38,10 +36,10 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
     ec = ending_.for_new_work();
   else if (immediate && !device_->has_immediate_data())
     ec = errc::operation_not_supported; // iWARP: refused before anything is posted
-  operation* op = new_op(op_kind::send, direct);
-  op->handler.start(std::move(handler));
+  operation* op = new_op(op_kind::send);
+  op->handler = std::move(pending);
   if (ec)
-    return complete(op, ec, 0, true);
+    return complete(op, ec, 0, from::user_call);
   op->on_complete = &connection_impl::on_send_complete;
   op->length = buffers.total_size;
   op->immediate = immediate;
@@ -62,26 +60,24 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
   queue_send(op);
 }
 
-void connection_impl::work(const work_request& request, size_handler&& handler, bool direct) {
+void connection_impl::work(const work_request& request, size_operation&& pending) {
   error_code ec = state_ != state::open ? ending_.for_new_work() : check_work(request);
-  operation* op = new_op(op_kind::work, direct);
-  op->handler.start(std::move(handler));
+  operation* op = new_op(op_kind::work);
+  op->handler = std::move(pending);
   if (ec)
-    return complete(op, ec, 0, true);
+    return complete(op, ec, 0, from::user_call);
   op->on_complete = &connection_impl::on_send_complete;
   prepare_work(op, request);
   queue_send(op);
 }
 
-operation* connection_impl::new_op(op_kind kind, bool direct) {
+operation* connection_impl::new_op(op_kind kind) {
   operation* op = op_pool_.get();
-  op->direct = direct;
   op->owner = this;
   op->kind = kind;
   op->posted = false;
   op->counted = false;
   op->atomic = false;
-  op->wants_message = false;
   op->immediate.reset();
   op->send_slot = operation::no_slot;
   op->length = 0;
@@ -216,7 +212,7 @@ void connection_impl::cancel(operation* op) {
   bool removed = op->kind == op_kind::receive ? waiting_receives_.remove(op)
                                               : (!op->posted && sends_.withdraw(op));
   if (removed)
-    complete(op, asio::error::operation_aborted, 0, true);
+    complete(op, asio::error::operation_aborted, 0, from::user_call);
 }
 
 void connection_impl::schedule_post() {
@@ -279,7 +275,7 @@ void connection_impl::post_sends(ibv_qp* qp) {
     auto ec = from_returned_errno(rc);
     sends_.unposted(bad, [&](operation* op) {
       release_send_slot(op);
-      complete(op, ec, 0, true);
+      complete(op, ec, 0, from::user_call);
     });
     begin_close(ec);
   }
@@ -354,33 +350,29 @@ void connection_impl::finish_posted(operation* op, ibv_wc_status status) {
     ec = make_wc_error(status);
     begin_close(ec);
   }
-  complete(op, ec, ec ? 0 : value, false);
+  complete(op, ec, ec ? 0 : value, from::completion_path);
 }
 
-void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, bool defer,
+void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, from origin,
                                const received_message* message) {
   if (op->batch && !finish_batch_part(op, ec, bytes))
     return; // other requests of its batch are outstanding
   const bool counted = op->counted;
-  // From the completion path (never an initiating function), a handler that
-  // runs on this executor is called directly, as Asio's own operations do. A
-  // completion that a user's call found by polling is posted instead.
-  const delivery how = defer || (cq_ && cq_->defers_handlers()) ? delivery::post
-                       : op->direct                             ? delivery::direct
-                                                                : delivery::dispatch;
-  if (op->wants_message) {
-    auto handler = std::move(op->message_handler_);
+  if (cq_ && cq_->defers_handlers())
+    origin = from::user_call; // found by a poll the user's call made
+  if (op->kind == op_kind::receive) {
+    auto handler = std::move(op->receive_handler);
     op_pool_.put(op);
     if (counted)
       op_finished();
-    handler.complete(ex_, how, ec, message ? *message : received_message());
+    handler.complete(ex_, origin, ec, message ? *message : received_message{bytes, std::nullopt, false});
     return;
   }
   auto handler = std::move(op->handler);
   op_pool_.put(op);
   if (counted)
     op_finished();
-  handler.complete(ex_, how, ec, bytes);
+  handler.complete(ex_, origin, ec, bytes);
 }
 
 } // namespace asio_rdma::detail

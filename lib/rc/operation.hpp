@@ -3,7 +3,6 @@
 #pragma once
 
 #include "verbs/completion.hpp"
-#include "async/pending_operation.hpp"
 
 #include <asio_rdma/connection.hpp>
 #include <asio_rdma/detail/buffer_array.hpp>
@@ -44,14 +43,12 @@ struct operation : completion_target {
   bool counted = false;
   /// An atomic: its result lands in the connection's atomic result slot.
   bool atomic = false;
-  /// A receive that reports a received_message (async_receive_message).
-  bool wants_message = false;
-  /// The handler runs on the connection's executor: call it directly.
-  bool direct = false;
   std::optional<std::uint32_t> immediate; // send with immediate
   std::uint32_t send_slot = no_slot;
-  pending_operation<void(error_code, std::size_t)> handler;
-  pending_operation<void(error_code, received_message)> message_handler_;
+  /// The handler: a send's, a one-sided operation's or a batch's (its first request's)...
+  size_operation handler;
+  /// ...or a receive's (async_receive's too: see size_of_message).
+  message_operation receive_handler;
   /// Small messages are copied here at initiation, so they need no user
   /// buffer afterwards (also used by async_send_remote_buffer).
   std::array<std::byte, 32> small{};

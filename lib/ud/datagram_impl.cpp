@@ -140,19 +140,19 @@ void datagram_impl::close() noexcept {
     auto w = waiting_.pop();
     if (w.handler) {
       cq_->remove_interest();
-      w.handler.complete(ex_, delivery::post, aborted, std::size_t(0), datagram_endpoint());
+      w.handler.complete(ex_, from::user_call, aborted, std::size_t(0), datagram_endpoint());
     }
   }
   while (!queued_sends_.empty()) {
     auto q = queued_sends_.pop();
-    q.handler.complete(ex_, delivery::post, aborted, std::size_t(0));
+    q.handler.complete(ex_, from::user_call, aborted, std::size_t(0));
   }
   auto resolvers = std::move(resolvers_);
   for (auto& r : resolvers)
     r->finish(aborted, {});
   for (auto& g : groups_) {
     if (g->handler)
-      g->handler.complete(g->ex, delivery::post, aborted, datagram_endpoint());
+      g->handler.complete(ex_, from::user_call, aborted, datagram_endpoint());
     detach(*g);
     if (g->id)
       ::rdma_leave_multicast(g->id.get(), reinterpret_cast<sockaddr*>(&g->address));
@@ -167,7 +167,7 @@ void datagram_impl::close() noexcept {
     cq_->poll();
     for (auto& s : send_slots_)
       if (s.handler)
-        s.handler.complete(ex_, delivery::post, aborted, std::size_t(0));
+        s.handler.complete(ex_, from::user_call, aborted, std::size_t(0));
   }
   if (open_)
     channel_->remove_interest();
@@ -225,9 +225,8 @@ void datagram_impl::on_cm_event(const cm_event& ev) {
     ::rdma_reject(ev.id, nullptr, 0);
   ::rdma_destroy_id(ev.id);
 }
-void datagram_impl::resolve(const asio::any_io_executor& ex, std::string host, std::uint16_t port,
-                            datagram_resolve_handler handler) {
-  auto r = std::make_shared<datagram_resolver>(*this, ex, std::move(handler));
+void datagram_impl::resolve(std::string host, std::uint16_t port, endpoint_operation&& pending) {
+  auto r = std::make_shared<datagram_resolver>(*this, ex_, std::move(pending));
   resolvers_.push_back(r);
   r->start(host, port);
 }
@@ -259,15 +258,15 @@ std::shared_ptr<address_handle> datagram_impl::handle_for(const datagram_endpoin
 }
 
 void datagram_impl::send(const buffer_view<boost::asio::const_buffer>& b, const datagram_endpoint& peer,
-                         datagram_send_handler handler, bool direct) {
+                         pending_operation<void(error_code, std::size_t)>&& pending) {
   if (b.too_many)
-    return complete_now(ex_, std::move(handler), delivery::post, error_code(boost::asio::error::invalid_argument),
+    return pending.complete(ex_, from::user_call, error_code(boost::asio::error::invalid_argument),
                         std::size_t(0));
   if (b.total_size > mtu_)
-    return complete_now(ex_, std::move(handler), delivery::post, error_code(errc::message_too_large),
+    return pending.complete(ex_, from::user_call, error_code(errc::message_too_large),
                         std::size_t(0));
   if (peer.qp_num == 0)
-    return complete_now(ex_, std::move(handler), delivery::post, error_code(boost::asio::error::invalid_argument),
+    return pending.complete(ex_, from::user_call, error_code(boost::asio::error::invalid_argument),
                         std::size_t(0));
   if (free_send_slots_.empty() && queued_sends_.empty())
     cq_->poll(); // completed sends give their slots back
@@ -283,21 +282,19 @@ void datagram_impl::send(const buffer_view<boost::asio::const_buffer>& b, const 
     q.size = boost::asio::buffer_copy(boost::asio::buffer(q.data.get(), mtu_),
                                       std::span(b.items, b.count));
     q.peer = peer;
-    q.handler.start(std::move(handler));
-    q.direct = direct;
+    q.handler = std::move(pending);
     queued_sends_.push(std::move(q));
     return;
   }
   error_code ec;
   auto handle = handle_for(peer, ec);
   if (ec)
-    return complete_now(ex_, std::move(handler), delivery::post, ec, std::size_t(0));
+    return pending.complete(ex_, from::user_call, ec, std::size_t(0));
   auto& slot = send_slots_[free_send_slots_.back()];
   free_send_slots_.pop_back();
   std::byte* data = send_block_.slot(slot.index);
   boost::asio::buffer_copy(boost::asio::buffer(data, mtu_), std::span(b.items, b.count));
-  slot.handler.start(std::move(handler));
-  slot.direct = direct;
+  slot.handler = std::move(pending);
   slot.handle = std::move(handle);
   post_send(slot, {data, b.total_size}, slot.handle->ah.get(), peer);
 }
@@ -320,7 +317,7 @@ void datagram_impl::post_send(send_slot& slot, std::span<const std::byte> data, 
   if (int rc = ::ibv_post_send(id_->qp, &wr, &bad)) {
     slot.handle.reset();
     free_send_slots_.push_back(slot.index);
-    return slot.handler.complete(ex_, delivery::post, from_returned_errno(rc), std::size_t(0));
+    return slot.handler.complete(ex_, from::user_call, from_returned_errno(rc), std::size_t(0));
   }
   ++posted_sends_;
   cq_->add_interest();
@@ -341,7 +338,7 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     auto handle = self.handle_for(q.peer, ec);
     self.spare_staging_.push_back(std::move(q.data)); // copied out below, or failed
     if (ec) {
-      q.handler.complete(self.ex_, delivery::post, ec, std::size_t(0));
+      q.handler.complete(self.ex_, from::user_call, ec, std::size_t(0));
       continue;
     }
     auto& next = self.send_slots_[self.free_send_slots_.back()];
@@ -349,7 +346,6 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     std::byte* data = self.send_block_.slot(next.index);
     std::memcpy(data, self.spare_staging_.back().get(), q.size);
     next.handler = std::move(q.handler);
-    next.direct = q.direct;
     next.handle = std::move(handle);
     self.post_send(next, {data, q.size}, next.handle->ah.get(), q.peer);
   }
@@ -360,13 +356,11 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     ec = boost::asio::error::operation_aborted;
   else if (wc.status != IBV_WC_SUCCESS)
     ec = make_wc_error(wc.status);
-  // From the completion path, a handler that runs on the socket's executor
-  // is called directly (no type-erased executor, no allocation).
-  // A completion a user's call found by polling is posted (see defers_handlers).
-  const delivery how = self.cq_->defers_handlers()     ? delivery::post
-                       : slot.direct && !self.closing_ ? delivery::direct
-                                                       : delivery::dispatch;
-  handler.complete(self.ex_, how, ec, ec ? std::size_t(0) : slot.bytes);
+  // A completion that a user's call found by polling (see defers_handlers), or close()'s
+  // own poll, counts as that call's.
+  const from origin = self.cq_->defers_handlers() || self.closing_ ? from::user_call
+                                                                   : from::completion_path;
+  handler.complete(self.ex_, origin, ec, ec ? std::size_t(0) : slot.bytes);
 }
 
 void datagram_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
@@ -407,8 +401,9 @@ void datagram_impl::repost() {
 }
 
 void datagram_impl::deliver() {
-  // A receive completion a user's call found by polling is posted (see defers_handlers).
-  const bool defer = cq_->defers_handlers();
+  // A receive completion a user's call found by polling counts as that call's (see
+  // defers_handlers).
+  const from origin = cq_->defers_handlers() ? from::user_call : from::completion_path;
   while (!waiting_.empty() && !arrived_.empty()) {
     auto& w = waiting_.front();
     if (!w.handler) { // cancelled
@@ -419,8 +414,7 @@ void datagram_impl::deliver() {
     if (w.buffers.total_size < a.bytes) {
       auto done = waiting_.pop();
       cq_->remove_interest();
-      done.handler.complete(ex_, defer ? delivery::post : delivery::dispatch,
-                            error_code(errc::buffer_too_small),
+      done.handler.complete(ex_, origin, error_code(errc::buffer_too_small),
                             std::size_t(0), datagram_endpoint());
       continue; // the datagram stays queued
     }
@@ -433,15 +427,14 @@ void datagram_impl::deliver() {
     ring_.release(a.slot);
     repost();
     cq_->remove_interest();
-    const delivery how = defer ? delivery::post : done.direct ? delivery::direct : delivery::dispatch;
-    done.handler.complete(ex_, how, error_code(), std::size_t(a.bytes), std::move(sender));
+    done.handler.complete(ex_, origin, error_code(), std::size_t(a.bytes), std::move(sender));
   }
 }
 
-void datagram_impl::receive(const buffer_view<boost::asio::mutable_buffer>& b, datagram_receive_handler handler,
-                            bool direct) {
+void datagram_impl::receive(const buffer_view<boost::asio::mutable_buffer>& b,
+                            datagram_receive_operation&& pending) {
   if (b.too_many)
-    return complete_now(ex_, std::move(handler), delivery::post, error_code(boost::asio::error::invalid_argument),
+    return pending.complete(ex_, from::user_call, error_code(boost::asio::error::invalid_argument),
                         std::size_t(0), datagram_endpoint());
   cq_->add_interest();
   if (waiting_.empty() && !arrived_.empty()) {
@@ -449,7 +442,7 @@ void datagram_impl::receive(const buffer_view<boost::asio::mutable_buffer>& b, d
     auto a = arrived_.front();
     if (b.total_size < a.bytes) {
       cq_->remove_interest();
-      return complete_now(ex_, std::move(handler), delivery::post, error_code(errc::buffer_too_small),
+      return pending.complete(ex_, from::user_call, error_code(errc::buffer_too_small),
                           std::size_t(0), datagram_endpoint());
     }
     arrived_.pop();
@@ -459,11 +452,11 @@ void datagram_impl::receive(const buffer_view<boost::asio::mutable_buffer>& b, d
     ring_.release(a.slot);
     repost();
     cq_->remove_interest();
-    return complete_now(ex_, std::move(handler), delivery::post, error_code(), std::size_t(a.bytes),
+    return pending.complete(ex_, from::user_call, error_code(), std::size_t(a.bytes),
                         std::move(sender));
   }
   const std::uint64_t id = next_receive_id_++;
-  waiting_receive w{id, {}, pending_operation(std::move(handler)), direct};
+  waiting_receive w{id, {}, std::move(pending)};
   w.handler.on_cancel([weak = weak_from_this(), id](boost::asio::cancellation_type) {
     if (auto self = weak.lock())
       self->cancel_receive(id);
@@ -477,7 +470,7 @@ void datagram_impl::cancel_receive(std::uint64_t id) {
     auto& w = waiting_.at(i);
     if (w.id == id && w.handler) {
       cq_->remove_interest();
-      w.handler.complete(ex_, delivery::post, error_code(boost::asio::error::operation_aborted),
+      w.handler.complete(ex_, from::user_call, error_code(boost::asio::error::operation_aborted),
                          std::size_t(0), datagram_endpoint());
       return;
     }

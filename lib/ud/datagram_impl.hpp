@@ -4,7 +4,6 @@
 #pragma once
 
 #include "async/completion_queue.hpp"
-#include "async/pending_operation.hpp"
 #include "cm/cm_channel.hpp"
 #include "verbs/receive_ring.hpp"
 #include "verbs/device.hpp"
@@ -79,13 +78,13 @@ public:
 
   void on_cm_event(const cm_event& event) override;
 
-  void resolve(const asio::any_io_executor& ex, std::string host, std::uint16_t port,
-               datagram_resolve_handler handler);
+  void resolve(std::string host, std::uint16_t port, endpoint_operation&& pending);
   void send(const buffer_view<boost::asio::const_buffer>& buffers, const datagram_endpoint& peer,
-            datagram_send_handler handler, bool direct);
-  void receive(const buffer_view<boost::asio::mutable_buffer>& buffers, datagram_receive_handler handler, bool direct);
+            pending_operation<void(error_code, std::size_t)>&& pending);
+  void receive(const buffer_view<boost::asio::mutable_buffer>& buffers,
+               datagram_receive_operation&& pending);
 
-  void join(const asio::any_io_executor& ex, std::string group, datagram_resolve_handler handler);
+  void join(std::string group, endpoint_operation&& pending);
   error_code leave(std::string_view group);
 
   std::uint16_t local_port() const;
@@ -109,7 +108,6 @@ private:
     std::size_t bytes = 0;
     std::shared_ptr<address_handle> handle; // alive while the WR is posted
     pending_operation<void(error_code, std::size_t)> handler;
-    bool direct = false; // the handler runs on the socket's executor
   };
   // A send beyond send_depth in flight: a copy of its bytes (the caller may reuse its
   // buffers at once) in a staging buffer of mtu_ bytes, taken from spare_staging_ and
@@ -119,7 +117,6 @@ private:
     std::size_t size = 0;
     datagram_endpoint peer;
     pending_operation<void(error_code, std::size_t)> handler;
-    bool direct = false;
   };
   struct arrival {
     std::uint32_t slot = 0;
@@ -129,8 +126,7 @@ private:
   struct waiting_receive {
     std::uint64_t id = 0;
     mutable_buffer_array buffers;
-    pending_operation<void(error_code, std::size_t, datagram_endpoint)> handler;
-    bool direct = false;
+    datagram_receive_operation handler;
   };
 
   // One multicast group: its own rdma_cm id (the socket's id listens and
@@ -139,8 +135,7 @@ private:
     cm_id_ptr id;
     sockaddr_storage address{};
     boost::asio::ip::address ip;
-    asio::any_io_executor ex;
-    pending_operation<void(error_code, datagram_endpoint)> handler; // while joining
+    endpoint_operation handler; // while joining
     bool attached = false;
     ibv_gid mgid{};
     std::uint16_t mlid = 0;

@@ -9,11 +9,8 @@
 
 namespace asio_rdma::detail {
 
-void datagram_impl::join(const asio::any_io_executor& ex, std::string text,
-                         datagram_resolve_handler handler) {
-  auto fail = [&](error_code ec) {
-    complete_now(ex, std::move(handler), delivery::post, ec, datagram_endpoint());
-  };
+void datagram_impl::join(std::string text, endpoint_operation&& pending) {
+  auto fail = [&](error_code ec) { pending.complete(ex_, from::user_call, ec, datagram_endpoint()); };
   error_code ec;
   auto g = std::make_unique<group>();
   g->ip = boost::asio::ip::make_address(text, ec);
@@ -30,8 +27,7 @@ void datagram_impl::join(const asio::any_io_executor& ex, std::string text,
     return fail(from_errno());
   if (::rdma_join_multicast(g->id.get(), reinterpret_cast<sockaddr*>(&g->address), g.get()) != 0)
     return fail(from_errno());
-  g->ex = ex;
-  g->handler.start(std::move(handler));
+  g->handler = std::move(pending);
   groups_.push_back(std::move(g));
 }
 
@@ -48,7 +44,7 @@ void datagram_impl::on_group_event(group& g, const cm_event& ev) {
   if (ev.type != RDMA_CM_EVENT_MULTICAST_JOIN) {
     if (ev.type == RDMA_CM_EVENT_MULTICAST_ERROR || ev.type == RDMA_CM_EVENT_ADDR_ERROR ||
         ev.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-      g.handler.complete(g.ex, delivery::post, from_event_status(ev.status), datagram_endpoint());
+      g.handler.complete(ex_, from::user_call, from_event_status(ev.status), datagram_endpoint());
       remove();
     }
     return;
@@ -73,7 +69,7 @@ void datagram_impl::on_group_event(group& g, const cm_event& ev) {
   if (ec) {
     detach(g);
     ::rdma_leave_multicast(g.id.get(), reinterpret_cast<sockaddr*>(&g.address));
-    g.handler.complete(g.ex, delivery::post, ec, datagram_endpoint());
+    g.handler.complete(ex_, from::user_call, ec, datagram_endpoint());
     return remove();
   }
   datagram_endpoint ep;
@@ -82,7 +78,7 @@ void datagram_impl::on_group_event(group& g, const cm_event& ev) {
   ep.qkey = ev.ud_qkey;
   std::memcpy(ep.gid.data(), g.mgid.raw, 16);
   ep.handle = std::move(handle);
-  g.handler.complete(g.ex, delivery::post, error_code(), std::move(ep));
+  g.handler.complete(ex_, from::user_call, error_code(), std::move(ep));
 }
 
 void datagram_impl::detach(group& g) {
@@ -101,7 +97,7 @@ error_code datagram_impl::leave(std::string_view text) {
     if (g.ip != ip)
       continue;
     if (g.handler)
-      g.handler.complete(g.ex, delivery::post, error_code(boost::asio::error::operation_aborted),
+      g.handler.complete(ex_, from::user_call, error_code(boost::asio::error::operation_aborted),
                    datagram_endpoint());
     detach(g);
     if (::rdma_leave_multicast(g.id.get(), reinterpret_cast<sockaddr*>(&g.address)) != 0)

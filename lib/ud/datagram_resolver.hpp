@@ -4,7 +4,6 @@
 #include "ud/datagram_impl.hpp"
 #include "ud/ud_addressing.hpp"
 
-#include "async/pending_operation.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 
@@ -18,8 +17,8 @@ namespace asio_rdma::detail {
 class datagram_resolver final : public cm_event_target {
 public:
   datagram_resolver(datagram_impl& owner, const asio::any_io_executor& ex,
-                    datagram_resolve_handler handler)
-      : owner_(owner), ex_(ex), timer_(ex), handler_(std::move(handler)) {}
+                    endpoint_operation&& pending)
+      : owner_(owner), ex_(ex), timer_(ex), handler_(std::move(pending)) {}
 
   void start(const std::string& host, std::uint16_t port) {
     sockaddr_storage dst{};
@@ -104,7 +103,7 @@ public:
     interest_ = false;
     // Events of this id are acknowledged before dispatch, so it may go now.
     id_.reset();
-    handler_.complete(ex_, delivery::post, ec, std::move(ep));
+    handler_.complete(ex_, from::user_call, ec, std::move(ep));
     owner_.forget(this);
   }
 
@@ -112,7 +111,7 @@ private:
   datagram_impl& owner_;
   asio::any_io_executor ex_;
   boost::asio::steady_timer timer_;
-  pending_operation<void(error_code, datagram_endpoint)> handler_;
+  endpoint_operation handler_;
   cm_id_ptr id_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   bool interest_ = false;

@@ -1,6 +1,5 @@
 #include <asio_rdma/datagram_socket.hpp>
 
-#include "async/pending_operation.hpp"
 #include "ud/datagram_impl.hpp"
 
 #include <boost/system/system_error.hpp>
@@ -85,44 +84,25 @@ rdma_cm_id* datagram_socket::native_cm_id() const {
 
 namespace detail {
 
-void start_datagram_resolve(const std::shared_ptr<datagram_impl>& impl,
-                            const boost::asio::any_io_executor& ex, std::string host,
-                            std::uint16_t port, datagram_resolve_handler handler) {
-  if (!impl)
-    return complete_now(ex, std::move(handler), delivery::post, error_code(boost::asio::error::bad_descriptor),
-                        datagram_endpoint());
-  impl->resolve(ex, std::move(host), port, std::move(handler));
+void start_datagram_resolve(datagram_impl* impl, std::string host, std::uint16_t port,
+                            endpoint_operation&& pending) {
+  impl->resolve(std::move(host), port, std::move(pending));
 }
 
-void start_datagram_join(const std::shared_ptr<datagram_impl>& impl,
-                         const boost::asio::any_io_executor& ex, std::string group,
-                         datagram_resolve_handler handler) {
-  if (!impl)
-    return complete_now(ex, std::move(handler), delivery::post, error_code(boost::asio::error::bad_descriptor),
-                        datagram_endpoint());
-  impl->join(ex, std::move(group), std::move(handler));
+void start_datagram_join(datagram_impl* impl, std::string group, endpoint_operation&& pending) {
+  impl->join(std::move(group), std::move(pending));
 }
 
-void start_datagram_send(const std::shared_ptr<datagram_impl>& impl,
-                         const boost::asio::any_io_executor& ex,
-                         const buffer_view<boost::asio::const_buffer>& buffers,
-                         const datagram_endpoint& peer, datagram_send_handler handler,
-                         bool direct) {
-  if (!impl)
-    return complete_now(ex, std::move(handler), delivery::post, error_code(boost::asio::error::bad_descriptor),
-                        std::size_t(0));
-  impl->send(buffers, peer, std::move(handler), direct);
+void start_datagram_send(datagram_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
+                         const datagram_endpoint& peer,
+                         pending_operation<void(error_code, std::size_t)>&& pending) {
+  impl->send(buffers, peer, std::move(pending));
 }
 
-void start_datagram_receive(const std::shared_ptr<datagram_impl>& impl,
-                            const boost::asio::any_io_executor& ex,
+void start_datagram_receive(datagram_impl* impl,
                             const buffer_view<boost::asio::mutable_buffer>& buffers,
-                            datagram_receive_handler handler,
-                            bool direct) {
-  if (!impl)
-    return complete_now(ex, std::move(handler), delivery::post, error_code(boost::asio::error::bad_descriptor),
-                        std::size_t(0), datagram_endpoint());
-  impl->receive(buffers, std::move(handler), direct);
+                            datagram_receive_operation&& pending) {
+  impl->receive(buffers, std::move(pending));
 }
 
 } // namespace detail

@@ -5,6 +5,7 @@
 
 #include <asio_rdma/raw_socket.hpp>
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -64,6 +65,26 @@ BOOST_AUTO_TEST_CASE(loopback_is_not_ethernet) {
   error_code ec;
   raw_socket::open(io.get_executor(), "lo", {}, ec);
   BOOST_TEST(ec == boost::system::errc::operation_not_supported);
+}
+
+BOOST_AUTO_TEST_CASE(operations_on_a_never_opened_socket_complete_with_bad_descriptor) {
+  // Errors reach the handler, never thrown from the initiating function (it used to throw:
+  // a never-opened socket has no executor to post to; the handler's own is used).
+  asio::io_context io;
+  raw_socket socket;
+  int completed = 0;
+  auto expect_bad_descriptor = [&](error_code ec, auto&&...) {
+    BOOST_TEST(ec == asio::error::bad_descriptor);
+    ++completed;
+  };
+  auto on_io = [&](auto handler) { return asio::bind_executor(io.get_executor(), handler); };
+  BOOST_CHECK_NO_THROW(socket.async_receive(8, on_io(expect_bad_descriptor)));
+  BOOST_CHECK_NO_THROW(socket.async_acquire(1, on_io(expect_bad_descriptor)));
+  BOOST_CHECK_NO_THROW(socket.async_send(send_batch(), on_io(expect_bad_descriptor)));
+  BOOST_CHECK_NO_THROW(socket.async_flush(on_io(expect_bad_descriptor)));
+  BOOST_TEST(completed == 0); // posted, never inside the initiating function
+  io.run();
+  BOOST_TEST(completed == 4);
 }
 
 BOOST_AUTO_TEST_CASE(a_closed_socket_reports_bad_descriptor) {

@@ -8,7 +8,9 @@
 #include <asio_rdma/acceptor.hpp>
 #include <asio_rdma/connect.hpp>
 #include <asio_rdma/connection.hpp>
+#include <asio_rdma/datagram_socket.hpp>
 #include <asio_rdma/file_transfer.hpp>
+#include <asio_rdma/raw_socket.hpp>
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/io_context.hpp>
@@ -91,4 +93,18 @@ BOOST_AUTO_TEST_CASE(connection_operations_name_their_initiation) {
   check<asio_rdma::detail::initiate_async_disconnect>(none);
   asio_rdma::async_send_file(conn, "nothing", {}, peek_t{});
   check<asio_rdma::detail::initiate_async_send_paths>(none);
+}
+
+BOOST_AUTO_TEST_CASE(raw_socket_operations_name_their_initiation) {
+  // A raw socket never opened has no executor; each operation still has its type.
+  asio_rdma::raw_socket socket;
+  const asio::any_io_executor none;
+  socket.async_receive(8, peek_t{});
+  check<asio_rdma::detail::initiate_async_raw_receive>(none);
+  socket.async_acquire(1, peek_t{});
+  check<asio_rdma::detail::initiate_async_raw_acquire>(none);
+  socket.async_send(asio_rdma::send_batch(), peek_t{});
+  check<asio_rdma::detail::initiate_async_raw_send>(none);
+  socket.async_flush(peek_t{});
+  check<asio_rdma::detail::initiate_async_raw_flush>(none);
 }

@@ -1,12 +1,10 @@
-// Type-erased completion handlers for the non-template operation bodies in
-// lib/. any_completion_handler keeps the handler's executor, allocator and
-// cancellation slot, and allocates through the handler's allocator (recycled
-// by default), so an operation costs no heap allocation in steady state.
+// What every initiation needs of a handler before lib/ takes it (as a pending_operation):
+// whether it runs on the I/O executor, and a posted completion for an object that is not
+// open.
 #pragma once
 
 #include <asio_rdma/error.hpp>
 
-#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_executor.hpp>
@@ -15,17 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace asio_rdma {
-class connection;
-class connection_request;
-} // namespace asio_rdma
-
 namespace asio_rdma::detail {
-
-using size_handler = boost::asio::any_completion_handler<void(error_code, std::size_t)>;
-using void_handler = boost::asio::any_completion_handler<void(error_code)>;
-using connection_handler = boost::asio::any_completion_handler<void(error_code, connection)>;
-using request_handler = boost::asio::any_completion_handler<void(error_code, connection_request)>;
 
 /// True if `handler` runs on the I/O executor `io` itself (a coroutine on the
 /// connection's io_context, or a callback without an executor of its own):

@@ -3,6 +3,7 @@
 
 #include <asio_rdma/detail/initiation.hpp>
 
+#include <boost/asio/associator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -17,6 +18,16 @@
 namespace asio_rdma {
 namespace detail {
 
+/// async_receive's handler as a receive completes inside lib/ (with the received_message):
+/// called with the message's size. Its executor, allocator and cancellation slot are the
+/// handler's own (the associator below).
+template <typename Handler> struct size_of_message {
+  Handler handler;
+  void operator()(error_code ec, const received_message& message) && {
+    std::move(handler)(ec, message.size);
+  }
+};
+
 // The initiation objects of connection's operations. Each completes with not_connected
 // (posted) on a connection that is not open.
 
@@ -29,10 +40,9 @@ public:
   void operator()(Handler&& handler, const Buffers& buffers,
                   std::optional<std::uint32_t> immediate) const {
     if (!impl_)
-      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
-                         std::size_t(0));
-    const bool direct = runs_on_io(handler);
-    start_send(impl_, buffers.view(), immediate, std::move(handler), direct);
+      return closed(std::move(handler), boost::asio::error::not_connected, std::size_t(0));
+    start_send(impl_, buffers.view(), immediate,
+               pending<void(error_code, std::size_t)>(std::forward<Handler>(handler)));
   }
 };
 
@@ -46,10 +56,9 @@ public:
   void operator()(Handler&& handler, const work_request& request,
                   const captured_list<local_buffer, N>& local) const {
     if (!impl_)
-      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
-                         std::size_t(0));
-    const bool direct = runs_on_io(handler);
-    start_work(impl_, with_local(request, local), std::move(handler), direct);
+      return closed(std::move(handler), boost::asio::error::not_connected, std::size_t(0));
+    start_work(impl_, with_local(request, local),
+               pending<void(error_code, std::size_t)>(std::forward<Handler>(handler)));
   }
 };
 
@@ -61,32 +70,38 @@ public:
   template <typename Handler>
   void operator()(Handler&& handler, std::span<const batch_entry> entries) const {
     if (!impl_)
-      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
-                         std::size_t(0));
-    const bool direct = runs_on_io(handler);
-    start_batch(impl_, entries, std::move(handler), direct);
+      return closed(std::move(handler), boost::asio::error::not_connected, std::size_t(0));
+    start_batch(impl_, entries,
+                pending<void(error_code, std::size_t)>(std::forward<Handler>(handler)));
   }
 };
 
-/// A receive into a buffer sequence that completes with `Result`: the size received
-/// (async_receive) or the received_message (async_receive_message).
-template <typename Result> class initiate_async_receive_as : public io_initiation<connection_impl*> {
+/// async_receive: a receive whose handler takes the size received.
+class initiate_async_receive : public io_initiation<connection_impl*> {
 public:
   using io_initiation::io_initiation;
   template <typename Handler, typename Buffers>
   void operator()(Handler&& handler, const Buffers& buffers) const {
     if (!impl_)
-      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
-                         Result());
-    const bool direct = runs_on_io(handler);
+      return closed(std::move(handler), boost::asio::error::not_connected, std::size_t(0));
     start_receive(impl_, buffers.view(),
-                  boost::asio::any_completion_handler<void(error_code, Result)>(
-                      std::forward<Handler>(handler)),
-                  direct);
+                  pending<void(error_code, received_message)>(
+                      size_of_message<std::decay_t<Handler>>{std::forward<Handler>(handler)}));
   }
 };
-using initiate_async_receive = initiate_async_receive_as<std::size_t>;
-using initiate_async_receive_message = initiate_async_receive_as<received_message>;
+
+/// async_receive_message: a receive whose handler takes the received_message.
+class initiate_async_receive_message : public io_initiation<connection_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler, typename Buffers>
+  void operator()(Handler&& handler, const Buffers& buffers) const {
+    if (!impl_)
+      return closed(std::move(handler), boost::asio::error::not_connected, received_message());
+    start_receive(impl_, buffers.view(),
+                  pending<void(error_code, received_message)>(std::forward<Handler>(handler)));
+  }
+};
 
 /// async_send_remote_buffer: the encoding travels by value into the operation (the
 /// caller's array would be gone before a deferred operation starts).
@@ -97,11 +112,11 @@ public:
   void operator()(Handler&& handler,
                   std::array<std::byte, remote_buffer::encoded_size> bytes) const {
     if (!impl_)
-      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
-                         std::size_t(0));
+      return closed(std::move(handler), boost::asio::error::not_connected, std::size_t(0));
     // Short enough to go inline or be copied at post time: safe to point at.
     const single_buffer<boost::asio::const_buffer> b{boost::asio::buffer(bytes)};
-    start_send(impl_, b.view(), std::nullopt, std::move(handler), false);
+    start_send(impl_, b.view(), std::nullopt,
+               pending<void(error_code, std::size_t)>(std::forward<Handler>(handler)));
   }
 };
 
@@ -111,8 +126,8 @@ public:
   using io_initiation::io_initiation;
   template <typename Handler> void operator()(Handler&& handler) const {
     if (!impl_)
-      return post_result(std::move(handler), error_code(boost::asio::error::not_connected));
-    start_disconnect(impl_, std::move(handler));
+      return closed(std::move(handler), boost::asio::error::not_connected);
+    start_disconnect(impl_, pending<void(error_code)>(std::forward<Handler>(handler)));
   }
 };
 
@@ -352,3 +367,18 @@ template <typename CompletionToken> auto connection::async_disconnect(Completion
 }
 
 } // namespace asio_rdma
+
+/// \cond INTERNAL
+template <template <typename, typename> class Associator, typename Handler, typename Default>
+struct boost::asio::associator<Associator, asio_rdma::detail::size_of_message<Handler>, Default>
+    : Associator<Handler, Default> {
+  static typename Associator<Handler, Default>::type
+  get(const asio_rdma::detail::size_of_message<Handler>& h) noexcept {
+    return Associator<Handler, Default>::get(h.handler);
+  }
+  static auto get(const asio_rdma::detail::size_of_message<Handler>& h, const Default& d) noexcept
+      -> decltype(Associator<Handler, Default>::get(h.handler, d)) {
+    return Associator<Handler, Default>::get(h.handler, d);
+  }
+};
+/// \endcond

@@ -1,61 +1,84 @@
-// Template bodies of asio_rdma::raw_socket's asynchronous operations. Each initiation only
-// type-erases the handler (asio::any_completion_handler keeps its executor, allocator and
-// cancellation slot); the operation itself runs in lib/raw.
+// Template bodies of asio_rdma::raw_socket's asynchronous operations: named initiation
+// objects and the socket's entries into lib/raw (the pattern of detail/initiation.hpp).
 #pragma once
+
+#include <asio_rdma/detail/initiation.hpp>
 
 #include <utility>
 
 namespace asio_rdma {
+namespace detail {
 
-/// The base of raw_socket's initiation objects: the socket, which outlives its operations.
-class raw_socket::initiation {
+// raw_socket's entries into lib/ (see detail/initiation.hpp).
+using raw_receive_operation = pending_operation<void(error_code, receive_batch)>;
+using raw_acquire_operation = pending_operation<void(error_code, send_batch)>;
+using raw_send_operation = pending_operation<void(error_code)>;
+void start_raw_receive(raw_socket_core* core, std::size_t max_packets,
+                       std::chrono::nanoseconds timeout, raw_receive_operation&& pending);
+void start_raw_acquire(raw_socket_core* core, std::size_t n, raw_acquire_operation&& pending);
+void start_raw_send(raw_socket_core* core, send_batch batch, raw_send_operation&& pending);
+void start_raw_flush(raw_socket_core* core, raw_send_operation&& pending);
+
+/// The base of raw_socket's initiation objects: the socket's state (it outlives its
+/// operations) and executor. Each completes with bad_descriptor (posted to the handler's
+/// own executor) on a socket that is not open, even one that never was.
+using raw_initiation = io_initiation<raw_socket_core*>;
+
+/// raw_socket::async_receive.
+class initiate_async_raw_receive : public raw_initiation {
 public:
-  using executor_type = raw_socket::executor_type;
-  explicit initiation(raw_socket* socket) noexcept : socket_(socket) {}
-  executor_type get_executor() const noexcept { return socket_->executor_; }
-
-protected:
-  raw_socket* socket_;
-};
-
-class raw_socket::initiate_async_receive : public raw_socket::initiation {
-public:
-  using initiation::initiation;
+  using raw_initiation::raw_initiation;
   template <typename Handler>
   void operator()(Handler&& handler, std::size_t max, std::chrono::nanoseconds limit) const {
-    socket_->start_receive(max, limit, receive_handler(std::move(handler)));
+    if (!impl_)
+      return closed(std::move(handler), boost::asio::error::bad_descriptor, receive_batch());
+    start_raw_receive(impl_, max, limit,
+                      pending<void(error_code, receive_batch)>(std::forward<Handler>(handler)));
   }
 };
 
-class raw_socket::initiate_async_acquire : public raw_socket::initiation {
+/// raw_socket::async_acquire.
+class initiate_async_raw_acquire : public raw_initiation {
 public:
-  using initiation::initiation;
+  using raw_initiation::raw_initiation;
   template <typename Handler> void operator()(Handler&& handler, std::size_t count) const {
-    socket_->start_acquire(count, acquire_handler(std::move(handler)));
+    if (!impl_)
+      return closed(std::move(handler), boost::asio::error::bad_descriptor, send_batch());
+    start_raw_acquire(impl_, count,
+                      pending<void(error_code, send_batch)>(std::forward<Handler>(handler)));
   }
 };
 
-class raw_socket::initiate_async_send : public raw_socket::initiation {
+/// raw_socket::async_send.
+class initiate_async_raw_send : public raw_initiation {
 public:
-  using initiation::initiation;
+  using raw_initiation::raw_initiation;
   template <typename Handler> void operator()(Handler&& handler, send_batch packets) const {
-    socket_->start_send(std::move(packets), send_handler(std::move(handler)));
+    if (!impl_)
+      return closed(std::move(handler), boost::asio::error::bad_descriptor);
+    start_raw_send(impl_, std::move(packets),
+                   pending<void(error_code)>(std::forward<Handler>(handler)));
   }
 };
 
-class raw_socket::initiate_async_flush : public raw_socket::initiation {
+/// raw_socket::async_flush.
+class initiate_async_raw_flush : public raw_initiation {
 public:
-  using initiation::initiation;
+  using raw_initiation::raw_initiation;
   template <typename Handler> void operator()(Handler&& handler) const {
-    socket_->start_flush(send_handler(std::move(handler)));
+    if (!impl_)
+      return closed(std::move(handler), boost::asio::error::bad_descriptor);
+    start_raw_flush(impl_, pending<void(error_code)>(std::forward<Handler>(handler)));
   }
 };
+
+} // namespace detail
 
 template <typename CompletionToken>
 auto raw_socket::async_receive(std::size_t max_packets, std::chrono::nanoseconds timeout,
                                CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, receive_batch)>(
-      initiate_async_receive(this), token, max_packets, timeout);
+      detail::initiate_async_raw_receive(core_.get(), executor_), token, max_packets, timeout);
 }
 
 template <typename CompletionToken>
@@ -67,18 +90,18 @@ requires(!std::is_convertible_v<CompletionToken, std::chrono::nanoseconds>) auto
 template <typename CompletionToken>
 auto raw_socket::async_acquire(std::size_t n, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, send_batch)>(
-      initiate_async_acquire(this), token, n);
+      detail::initiate_async_raw_acquire(core_.get(), executor_), token, n);
 }
 
 template <typename CompletionToken>
 auto raw_socket::async_send(send_batch batch, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-      initiate_async_send(this), token, std::move(batch));
+      detail::initiate_async_raw_send(core_.get(), executor_), token, std::move(batch));
 }
 
 template <typename CompletionToken> auto raw_socket::async_flush(CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-      initiate_async_flush(this), token);
+      detail::initiate_async_raw_flush(core_.get(), executor_), token);
 }
 
 } // namespace asio_rdma

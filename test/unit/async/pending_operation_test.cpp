@@ -1,10 +1,11 @@
-// The library's one pending-operation type (lib/async/pending_operation.hpp), without a
-// device: how each delivery runs the handler, the cancellation handler it installs and
-// removes, moving a waiting handler, and handing one on.
+// The library's one pending-operation type (include/asio_rdma/detail/pending_operation.hpp),
+// without a device: how it decides to run the handler from where the completion comes
+// from and where the handler runs, the cancellation handler it installs and removes, and
+// moving a waiting handler.
 #define BOOST_TEST_MODULE pending_operation
 #include <boost/test/unit_test.hpp>
 
-#include "async/pending_operation.hpp"
+#include <asio_rdma/detail/pending_operation.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -18,59 +19,62 @@
 #include <string>
 
 namespace asio = boost::asio;
-using asio_rdma::detail::complete_now;
-using asio_rdma::detail::delivery;
+using asio_rdma::detail::from;
 using asio_rdma::detail::pending_operation;
 using boost::system::error_code;
 using op_type = pending_operation<void(error_code, std::size_t)>;
 
-BOOST_AUTO_TEST_CASE(direct_runs_the_handler_inside_complete) {
+BOOST_AUTO_TEST_CASE(a_handler_on_the_io_executor_runs_inside_a_completion_path) {
   asio::io_context io;
   std::optional<std::size_t> got;
-  op_type op(op_type::handler_type([&](error_code ec, std::size_t n) {
+  op_type op([&](error_code ec, std::size_t n) {
     BOOST_TEST(!ec);
     got = n;
-  }));
+  }, io.get_executor());
   BOOST_TEST(static_cast<bool>(op));
-  op.complete(io.get_executor(), delivery::direct, error_code(), 7);
-  BOOST_TEST((got == 7u));
+  op.complete(io.get_executor(), from::completion_path, error_code(), 7);
+  BOOST_TEST((got == 7u)); // called directly, as Asio's own operations do
   BOOST_TEST(!op);
 }
 
-BOOST_AUTO_TEST_CASE(post_never_runs_the_handler_inside_complete) {
+BOOST_AUTO_TEST_CASE(a_users_call_never_runs_the_handler_inside_it) {
   asio::io_context io;
   std::optional<std::size_t> got;
-  op_type op(op_type::handler_type([&](error_code, std::size_t n) { got = n; }));
-  op.complete(io.get_executor(), delivery::post, error_code(), 3);
+  op_type op([&](error_code, std::size_t n) { got = n; }, io.get_executor());
+  op.complete(io.get_executor(), from::user_call, error_code(), 3);
   BOOST_TEST(!got.has_value());
   io.run();
   BOOST_TEST((got == 3u));
 }
 
-BOOST_AUTO_TEST_CASE(dispatch_runs_on_the_handlers_own_executor) {
+BOOST_AUTO_TEST_CASE(a_handler_with_its_own_executor_is_dispatched_there) {
   asio::io_context io;
   auto strand = asio::make_strand(io);
   bool in_strand = false;
   std::optional<std::size_t> got;
-  op_type op(op_type::handler_type(asio::bind_executor(strand, [&](error_code, std::size_t n) {
-    in_strand = strand.running_in_this_thread();
-    got = n;
-  })));
-  // Outside the strand, dispatch queues the handler there.
-  op.complete(io.get_executor(), delivery::dispatch, error_code(), 5);
+  op_type op(asio::bind_executor(strand,
+                                 [&](error_code, std::size_t n) {
+                                   in_strand = strand.running_in_this_thread();
+                                   got = n;
+                                 }),
+             io.get_executor());
+  // From a completion path outside the strand: queued there, not called.
+  op.complete(io.get_executor(), from::completion_path, error_code(), 5);
   BOOST_TEST(!got.has_value());
   io.run();
   BOOST_TEST((got == 5u));
   BOOST_TEST(in_strand);
 }
 
-BOOST_AUTO_TEST_CASE(dispatch_runs_at_once_on_the_handlers_executor) {
+BOOST_AUTO_TEST_CASE(a_type_erased_handler_is_dispatched_at_once_on_its_executor) {
+  // A handler the library hands on arrives erased: not known to run on the I/O executor,
+  // it is dispatched, which runs it at once when the caller already runs there.
   asio::io_context io;
   std::optional<std::size_t> got;
   asio::post(io, [&] {
     op_type op(op_type::handler_type([&](error_code, std::size_t n) { got = n; }));
-    op.complete(io.get_executor(), delivery::dispatch, error_code(), 9);
-    BOOST_TEST((got == 9u)); // already on the handler's executor
+    op.complete(io.get_executor(), from::completion_path, error_code(), 9);
+    BOOST_TEST((got == 9u));
   });
   io.run();
   BOOST_TEST((got == 9u));
@@ -80,12 +84,13 @@ BOOST_AUTO_TEST_CASE(the_cancellation_handler_runs_while_waiting_and_is_removed_
   asio::io_context io;
   asio::cancellation_signal signal;
   std::optional<error_code> got;
-  op_type op(op_type::handler_type(
-      asio::bind_cancellation_slot(signal.slot(), [&](error_code ec, std::size_t) { got = ec; })));
+  op_type op(asio::bind_cancellation_slot(signal.slot(),
+                                          [&](error_code ec, std::size_t) { got = ec; }),
+             io.get_executor());
   int cancels = 0;
   op.on_cancel([&](asio::cancellation_type) {
     ++cancels;
-    op.complete(io.get_executor(), delivery::post, error_code(asio::error::operation_aborted), 0);
+    op.complete(io.get_executor(), from::user_call, error_code(asio::error::operation_aborted), 0);
   });
   signal.emit(asio::cancellation_type::terminal);
   BOOST_TEST(cancels == 1);
@@ -99,12 +104,12 @@ BOOST_AUTO_TEST_CASE(the_cancellation_handler_runs_while_waiting_and_is_removed_
 BOOST_AUTO_TEST_CASE(ignore_cancel_removes_the_cancellation_handler) {
   asio::io_context io;
   asio::cancellation_signal signal;
-  op_type op(op_type::handler_type(
-      asio::bind_cancellation_slot(signal.slot(), [](error_code, std::size_t) {})));
+  op_type op(asio::bind_cancellation_slot(signal.slot(), [](error_code, std::size_t) {}),
+             io.get_executor());
   op.on_cancel([](asio::cancellation_type) { BOOST_FAIL("cancelled after ignore_cancel"); });
   op.ignore_cancel();
   signal.emit(asio::cancellation_type::terminal);
-  op.complete(io.get_executor(), delivery::direct, error_code(), 0);
+  op.complete(io.get_executor(), from::completion_path, error_code(), 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_moved_operation_keeps_its_cancellation_handler_until_complete) {
@@ -112,27 +117,16 @@ BOOST_AUTO_TEST_CASE(a_moved_operation_keeps_its_cancellation_handler_until_comp
   // completing it: the cancellation handler must still be removed then.
   asio::io_context io;
   asio::cancellation_signal signal;
-  op_type op(op_type::handler_type(
-      asio::bind_cancellation_slot(signal.slot(), [](error_code, std::size_t) {})));
+  op_type op(asio::bind_cancellation_slot(signal.slot(), [](error_code, std::size_t) {}),
+             io.get_executor());
   int cancels = 0;
   op.on_cancel([&](asio::cancellation_type) { ++cancels; });
   op_type moved(std::move(op));
   signal.emit(asio::cancellation_type::terminal);
   BOOST_TEST(cancels == 1);
-  moved.complete(io.get_executor(), delivery::direct, error_code(), 0);
+  moved.complete(io.get_executor(), from::completion_path, error_code(), 0);
   signal.emit(asio::cancellation_type::terminal); // after completion: reaches nothing
   BOOST_TEST(cancels == 1);
-}
-
-BOOST_AUTO_TEST_CASE(release_removes_this_operations_cancellation_handler) {
-  asio::io_context io;
-  asio::cancellation_signal signal;
-  op_type op(op_type::handler_type(
-      asio::bind_cancellation_slot(signal.slot(), [](error_code, std::size_t) {})));
-  op.on_cancel([](asio::cancellation_type) { BOOST_FAIL("the released operation was cancelled"); });
-  auto handler = op.release();
-  signal.emit(asio::cancellation_type::terminal);
-  complete_now(io.get_executor(), std::move(handler), delivery::direct, error_code(), 0);
 }
 
 BOOST_AUTO_TEST_CASE(complete_on_delivers_on_the_executor_the_operation_kept) {
@@ -141,12 +135,13 @@ BOOST_AUTO_TEST_CASE(complete_on_delivers_on_the_executor_the_operation_kept) {
   asio::io_context io;
   auto strand = asio::make_strand(io);
   bool on_strand = false;
-  op_type op(op_type::handler_type(asio::bind_executor(
-      strand, [&](error_code, std::size_t) { on_strand = strand.running_in_this_thread(); })));
+  op_type op(asio::bind_executor(
+                 strand, [&](error_code, std::size_t) { on_strand = strand.running_in_this_thread(); }),
+             io.get_executor());
   auto work = op.tracked_executor(io.get_executor());
-  op.complete_on(work, io.get_executor(), delivery::post, error_code(), 3);
+  op.complete_on(work, io.get_executor(), from::user_call, error_code(), 3);
   work = {}; // the operation's own copy: the delivery holds what it needs
-  BOOST_TEST(!on_strand); // post: never inside the call
+  BOOST_TEST(!on_strand); // a user's call: never inside it
   io.run();
   BOOST_TEST(on_strand);
 }
@@ -154,52 +149,41 @@ BOOST_AUTO_TEST_CASE(complete_on_delivers_on_the_executor_the_operation_kept) {
 BOOST_AUTO_TEST_CASE(without_a_slot_on_cancel_installs_nothing) {
   asio::io_context io;
   bool ran = false;
-  op_type op(op_type::handler_type([&](error_code, std::size_t) { ran = true; }));
+  op_type op([&](error_code, std::size_t) { ran = true; }, io.get_executor());
   op.on_cancel([](asio::cancellation_type) {});
-  op.complete(io.get_executor(), delivery::direct, error_code(), 0);
+  op.complete(io.get_executor(), from::completion_path, error_code(), 0);
   BOOST_TEST(ran);
 }
 
-BOOST_AUTO_TEST_CASE(moving_keeps_the_one_handler_and_empties_the_source) {
+BOOST_AUTO_TEST_CASE(moving_keeps_the_one_handler_and_where_it_runs) {
   asio::io_context io;
   auto owned = std::make_unique<std::string>("moved along");
   std::string got;
-  op_type a(op_type::handler_type(
-      [&, s = std::move(owned)](error_code, std::size_t) { got = *s; }));
+  op_type a([&, s = std::move(owned)](error_code, std::size_t) { got = *s; }, io.get_executor());
   op_type b;
   b = std::move(a); // Boost 1.81's own move assignment would wrap the handler in itself
   BOOST_TEST(!a);
   BOOST_TEST(static_cast<bool>(b));
   op_type c(std::move(b));
   BOOST_TEST(!b);
-  c.complete(io.get_executor(), delivery::direct, error_code(), 0);
+  // Still known to run on the I/O executor: called directly from a completion path.
+  c.complete(io.get_executor(), from::completion_path, error_code(), 0);
   BOOST_TEST(got == "moved along");
-}
-
-BOOST_AUTO_TEST_CASE(release_hands_the_handler_on_unfinished) {
-  asio::io_context io;
-  bool ran = false;
-  op_type op(op_type::handler_type([&](error_code, std::size_t) { ran = true; }));
-  auto handler = op.release();
-  BOOST_TEST(!op);
-  BOOST_TEST(!ran);
-  complete_now(io.get_executor(), std::move(handler), delivery::post, error_code(), 1);
-  BOOST_TEST(!ran);
-  io.run();
-  BOOST_TEST(ran);
 }
 
 BOOST_AUTO_TEST_CASE(a_handler_may_start_the_next_operation_on_the_same_object) {
   asio::io_context io;
   op_type op;
   int runs = 0;
-  op.start(op_type::handler_type([&](error_code, std::size_t) {
-    ++runs;
-    op.start(op_type::handler_type([&](error_code, std::size_t) { ++runs; }));
-  }));
-  op.complete(io.get_executor(), delivery::direct, error_code(), 0);
+  op = op_type(
+      [&](error_code, std::size_t) {
+        ++runs;
+        op = op_type([&](error_code, std::size_t) { ++runs; }, io.get_executor());
+      },
+      io.get_executor());
+  op.complete(io.get_executor(), from::completion_path, error_code(), 0);
   BOOST_TEST(runs == 1);
   BOOST_TEST(static_cast<bool>(op)); // the next one waits
-  op.complete(io.get_executor(), delivery::direct, error_code(), 0);
+  op.complete(io.get_executor(), from::completion_path, error_code(), 0);
   BOOST_TEST(runs == 2);
 }

@@ -1,13 +1,19 @@
 // The library's one representation of an asynchronous operation's handler while the
-// operation waits: every operation (connections, acceptor, datagrams, raw sockets, file
-// transfer) keeps its handler in a pending_operation, installs its cancellation handler
-// through on_cancel(), and completes through complete(), the one place that decides how a
-// handler is invoked (as Asio's handler_work does).
+// operation waits. Every operation of every I/O object (connection, acceptor, connection
+// request, datagram socket, raw socket, file sender and receiver) is started the same way:
+// its named initiation object wraps the handler in a pending_operation, together with
+// whether the handler runs on the I/O object's executor, and passes it to the operation's
+// one `start_*` entry into lib/. The operation keeps it while it waits, installs its
+// cancellation handler through on_cancel(), and completes it through complete(), saying
+// only where it completes from: the pending_operation alone decides how the handler runs
+// (as Asio's handler_work does). See docs/architecture.md, "Adding an operation".
 //
 // The handler is an any_completion_handler, so it lives in memory from the handler's own
 // allocator (recycled by default: no heap allocation per operation in steady state) and
 // keeps its executor, allocator and cancellation slot.
 #pragma once
+
+#include <asio_rdma/detail/handlers.hpp>
 
 #include <boost/asio/any_completion_executor.hpp>
 #include <boost/asio/any_completion_handler.hpp>
@@ -26,16 +32,19 @@
 
 namespace asio_rdma::detail {
 
-/// How a completion reaches its handler.
-enum class delivery : std::uint8_t {
-  /// Called now: the caller runs on the handler's executor, on a completion path (never
-  /// inside an initiating function). What Asio's own operations do; no executor is built.
-  direct,
-  /// Now if the caller already runs on the handler's executor, else queued there.
-  dispatch,
-  /// Never inside the caller: queued on the I/O executor, then run on the handler's
-  /// executor (initiating functions, close(), cancellation).
-  post,
+/// Where an operation completes from: all a completing caller says. From it (and from
+/// whether the handler runs on the I/O executor) the pending_operation decides how the
+/// handler runs.
+enum class from : std::uint8_t {
+  /// The I/O object's own completion path: the library's handler of a completion queue's
+  /// or event channel's readiness, or a delivery it posted, running on the I/O executor. A
+  /// handler that runs on that executor is called directly, as Asio's own operations do
+  /// (no executor is built); another is dispatched to its executor.
+  completion_path,
+  /// A user's call: an initiating function, close(), a cancellation, or a poll the user
+  /// asked for. The handler never runs inside it: it is posted to the I/O executor, then
+  /// run on its own.
+  user_call,
 };
 
 template <typename Signature> class pending_operation;
@@ -45,24 +54,27 @@ public:
   using handler_type = boost::asio::any_completion_handler<void(Args...)>;
 
   pending_operation() noexcept = default;
-  explicit pending_operation(handler_type handler) noexcept { start(std::move(handler)); }
-  pending_operation(pending_operation&& other) noexcept {
-    start(std::move(other.handler_));
-    cancel_installed_ = std::exchange(other.cancel_installed_, false);
-  }
-  pending_operation& operator=(pending_operation&& other) noexcept {
-    start(std::move(other.handler_));
-    cancel_installed_ = std::exchange(other.cancel_installed_, false);
-    return *this;
+
+  /// The handler of an operation initiated on the I/O object whose executor is `io`.
+  /// Whether the handler runs on `io` is decided here, once, on the handler's own type
+  /// (where it costs a comparison; after type erasure it would build an executor).
+  template <typename Handler>
+    requires(!std::is_same_v<std::decay_t<Handler>, handler_type>)
+  pending_operation(Handler&& handler, const boost::asio::any_io_executor& io)
+      : on_io_(runs_on(handler, io)) {
+    take(handler_type(std::forward<Handler>(handler)));
   }
 
-  /// Takes `handler` as the one this operation completes. Not `handler_ = std::move(h)`:
-  /// Boost 1.81's any_completion_handler move assignment constructs from an lvalue, which
-  /// its converting constructor wraps in itself without end (fixed in 1.82).
-  void start(handler_type&& handler) noexcept {
-    handler_type taken(std::move(handler));
-    handler_.swap(taken);
-    cancel_installed_ = false;
+  /// A handler that comes already type-erased (one the library hands on): not known to
+  /// run on the I/O executor, so a completion path dispatches it.
+  explicit pending_operation(handler_type handler) noexcept { take(std::move(handler)); }
+
+  pending_operation(pending_operation&& other) noexcept { *this = std::move(other); }
+  pending_operation& operator=(pending_operation&& other) noexcept {
+    take(std::move(other.handler_));
+    on_io_ = other.on_io_;
+    cancel_installed_ = std::exchange(other.cancel_installed_, false);
+    return *this;
   }
 
   /// Hands the handler on (to the operation that continues this one), unfinished. This
@@ -101,28 +113,28 @@ public:
     return tracked_executor(handler_, io);
   }
 
-  /// Delivers the result: removes the cancellation handler, then invokes the handler as
-  /// `how` says. The operation is empty afterwards and may start again at once (the handler
-  /// may itself start the next one).
-  /// The results are taken by reference and copied once, into the handler's call.
+  /// Delivers the result, completing from `origin`: removes the cancellation handler, then
+  /// runs the handler (see `from`). `io` is the I/O object's executor. The operation is
+  /// empty afterwards and may start again at once (the handler may itself start the next
+  /// one). The results are taken by reference and copied once, into the handler's call.
   template <typename... Results>
-  void complete(const boost::asio::any_io_executor& io, delivery how, Results&&... results) {
+  void complete(const boost::asio::any_io_executor& io, from origin, Results&&... results) {
     static_assert(sizeof...(Results) == sizeof...(Args));
-    if (how != delivery::direct)
-      return complete_through_executor(io, how, Args(std::forward<Results>(results))...);
+    if (origin != from::completion_path || !on_io_)
+      return complete_through_executor(io, origin, Args(std::forward<Results>(results))...);
     ignore_cancel();
     handler_type handler(std::move(handler_));
     std::move(handler)(std::forward<Results>(results)...);
   }
 
   /// As complete(), for an operation that kept `work` (its handler's executor, tracking
-  /// outstanding work) while it waited: the handler is delivered there, `how` being
-  /// dispatch or post, without building that executor again.
+  /// outstanding work) while it waited: the handler is delivered there (dispatched from a
+  /// completion path, posted from a user's call) without building that executor again.
   void complete_on(const boost::asio::any_completion_executor& work,
-                   const boost::asio::any_io_executor& io, delivery how, Args... args) {
+                   const boost::asio::any_io_executor& io, from origin, Args... args) {
     ignore_cancel();
     handler_type handler(std::move(handler_));
-    if (how == delivery::post) {
+    if (origin == from::user_call) {
       boost::asio::post(io, [work, handler = std::move(handler), ... args = std::move(args)]() mutable {
         dispatch_to(work, std::move(handler), std::move(args)...);
       });
@@ -136,10 +148,19 @@ private:
   // would make the direct path (every completion of a coroutine or plain callback on the
   // connection's executor) save and restore the registers and stack they need.
   [[gnu::noinline]] void complete_through_executor(const boost::asio::any_io_executor& io,
-                                                   delivery how, Args... args) {
+                                                   from origin, Args... args) {
     // The executor first: the handler is moved from when delivered.
     auto work = tracked_executor(handler_, io);
-    complete_on(work, io, how, std::move(args)...);
+    complete_on(work, io, origin, std::move(args)...);
+  }
+
+  // Not `handler_ = std::move(h)`: Boost 1.81's any_completion_handler move assignment
+  // constructs from an lvalue, which its converting constructor wraps in itself without
+  // end (fixed in 1.82).
+  void take(handler_type&& handler) noexcept {
+    handler_type taken(std::move(handler));
+    handler_.swap(taken);
+    cancel_installed_ = false;
   }
 
   static boost::asio::any_completion_executor tracked_executor(const handler_type& handler,
@@ -166,20 +187,13 @@ private:
   }
 
   handler_type handler_;
+  /// The handler runs on the I/O executor: a completion path may call it directly.
+  bool on_io_ = false;
   /// on_cancel() put a cancellation handler in the handler's slot, which is still there.
   bool cancel_installed_ = false;
 };
 
 template <typename Signature>
 pending_operation(boost::asio::any_completion_handler<Signature>) -> pending_operation<Signature>;
-
-/// Completes `handler`, which never waited (its operation failed at initiation, or had
-/// nothing to wait for), as `how` says.
-template <typename Signature, typename... Args>
-void complete_now(const boost::asio::any_io_executor& io,
-                  boost::asio::any_completion_handler<Signature> handler, delivery how,
-                  Args&&... args) {
-  pending_operation<Signature>(std::move(handler)).complete(io, how, std::forward<Args>(args)...);
-}
 
 } // namespace asio_rdma::detail
