@@ -1,8 +1,11 @@
 // A free list of reusable objects: grows on demand, never shrinks, so the
-// steady state allocates nothing.
+// steady state allocates nothing; and the intrusive queue the data path keeps them in.
 #pragma once
 
+#include <boost/intrusive/list.hpp>
+
 #include <cstddef>
+#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -36,67 +39,51 @@ private:
   T* free_ = nullptr;
 };
 
-/// An intrusive FIFO of objects linked through `T* next`.
+/// What an object needs to wait in an intrusive_queue (in one at a time). Normal links:
+/// no unlinking on destruction, no state kept for is_linked(); a queue's owner knows
+/// which queue an object is in (an operation's kind and `posted` say it).
+using queue_hook =
+    boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>;
+
+/// A first-in first-out queue of objects derived from queue_hook (Boost.Intrusive's
+/// list): no allocation, O(1) push, pop and remove. Pointers in, pointers out (null when
+/// empty), as the data path uses it.
 template <typename T> class intrusive_queue {
 public:
-  bool empty() const noexcept { return !head_; }
-  T* front() const noexcept { return head_; }
-  void push(T* object) noexcept {
-    object->next = nullptr;
-    if (tail_)
-      tail_->next = object;
-    else
-      head_ = object;
-    tail_ = object;
-  }
+  bool empty() const noexcept { return list_.empty(); }
+  T* front() noexcept { return list_.empty() ? nullptr : &list_.front(); }
+  void push(T* object) noexcept { list_.push_back(*object); }
   T* pop() noexcept {
-    T* object = head_;
-    if (object) {
-      head_ = object->next;
-      if (!head_)
-        tail_ = nullptr;
-      object->next = nullptr;
-    }
+    if (list_.empty())
+      return nullptr;
+    T* object = &list_.front();
+    list_.pop_front();
     return object;
   }
-  /// Removes `object` if queued (O(n): only cancellation uses it).
-  bool remove(T* object) noexcept {
-    T* prev = nullptr;
-    for (T* it = head_; it; prev = it, it = it->next) {
-      if (it != object)
-        continue;
-      (prev ? prev->next : head_) = it->next;
-      if (tail_ == it)
-        tail_ = prev;
-      it->next = nullptr;
-      return true;
-    }
-    return false;
+  /// The object queued after `object` (which is in this queue), or null.
+  T* after(T* object) noexcept {
+    auto it = std::next(list_.iterator_to(*object));
+    return it == list_.end() ? nullptr : &*it;
   }
+  /// Removes `object`, which is in this queue.
+  void remove(T* object) noexcept { list_.erase(list_.iterator_to(*object)); }
 
-  /// Unlinks the last `count` objects and passes each to `f`, in order.
+  /// Unlinks the last `count` objects (all if fewer) and passes each to `f`, oldest first.
   template <typename F> void drop_tail(std::size_t count, F&& f) {
-    std::size_t size = 0;
-    for (T* it = head_; it; it = it->next)
-      ++size;
-    count = count < size ? count : size;
-    T* prev = nullptr;
-    T* it = head_;
-    for (std::size_t i = 0; i < size - count; ++i, it = it->next)
-      prev = it;
-    (prev ? prev->next : head_) = nullptr;
-    tail_ = prev;
-    while (it) {
-      T* next = it->next;
-      it->next = nullptr;
-      f(it);
-      it = next;
+    auto it = list_.end();
+    for (std::size_t i = 0; i < count && it != list_.begin(); ++i)
+      --it;
+    while (it != list_.end()) {
+      T* object = &*it;
+      it = list_.erase(it);
+      f(object);
     }
   }
 
 private:
-  T* head_ = nullptr;
-  T* tail_ = nullptr;
+  boost::intrusive::list<T, boost::intrusive::base_hook<queue_hook>,
+                         boost::intrusive::constant_time_size<false>>
+      list_;
 };
 
 } // namespace asio_rdma::detail

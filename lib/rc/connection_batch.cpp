@@ -95,9 +95,8 @@ void connection_impl::cancel_batch(operation* first) {
   const std::uint32_t count = first->batch_remaining;
   operation* op = first;
   for (std::uint32_t i = 0; i < count && op; ++i) {
-    operation* next = op->next;
-    if (!sends_.withdraw(op))
-      return; // not where it should be: leave the batch to complete as posted
+    operation* next = i + 1 < count ? sends_.queued_after(op) : nullptr;
+    sends_.withdraw(op);
     complete(op, asio::error::operation_aborted, 0, from::user_call);
     op = next;
   }

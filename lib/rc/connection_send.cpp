@@ -209,10 +209,15 @@ void op_canceller::operator()(asio::cancellation_type) {
 void connection_impl::cancel(operation* op) {
   if (op->batch)
     return cancel_batch(op);
-  bool removed = op->kind == op_kind::receive ? waiting_receives_.remove(op)
-                                              : (!op->posted && sends_.withdraw(op));
-  if (removed)
-    complete(op, asio::error::operation_aborted, 0, from::user_call);
+  // A cancellation handler is installed only while the operation waits: a receive in
+  // waiting_receives_, a send in the send window's queue until it is posted.
+  if (op->kind == op_kind::receive)
+    waiting_receives_.remove(op);
+  else if (!op->posted)
+    sends_.withdraw(op);
+  else
+    return;
+  complete(op, asio::error::operation_aborted, 0, from::user_call);
 }
 
 void connection_impl::schedule_post() {

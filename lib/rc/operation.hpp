@@ -2,6 +2,7 @@
 // posted. Pooled per connection; its address is the work request's wr_id.
 #pragma once
 
+#include "async/object_pool.hpp"
 #include "verbs/completion.hpp"
 
 #include <asio_rdma/connection.hpp>
@@ -22,7 +23,7 @@ enum class op_kind : std::uint8_t {
   receive,   // waits for a message; never posted (the library's buffers are)
 };
 
-struct operation : completion_target {
+struct operation : completion_target, queue_hook {
   static constexpr std::uint32_t no_slot = ~std::uint32_t(0);
 
   // The work request's fields that never change are set once: a pooled operation is
@@ -34,7 +35,7 @@ struct operation : completion_target {
   operation(const operation&) = delete;
   operation& operator=(const operation&) = delete;
 
-  operation* next = nullptr;
+  operation* next = nullptr; // the pool's free list
   connection_impl* owner = nullptr;
   op_kind kind = op_kind::send;
   /// Posted to the send queue (no longer cancellable).

@@ -15,7 +15,7 @@
 
 namespace asio_rdma::detail {
 
-/// `Request` has `Request* next` (for the intrusive queues) and an
+/// `Request` derives from queue_hook (for the intrusive queues) and has an
 /// `ibv_send_wr wr` that take()'s `prepare` fills in.
 template <typename Request> class send_window {
 public:
@@ -41,8 +41,11 @@ public:
 
   /// An initiated request joins the queue; take() posts it in turn.
   void queue(Request* r) noexcept { queued_.push(r); }
-  /// Takes back a request that take() has not chained (cancellation).
-  bool withdraw(Request* r) noexcept { return queued_.remove(r); }
+  /// Takes back a queued request, one that take() has not chained (cancellation).
+  void withdraw(Request* r) noexcept { queued_.remove(r); }
+  /// The request queued after queued request `r`, or null (a batch's requests are queued
+  /// one after another).
+  Request* queued_after(Request* r) noexcept { return queued_.after(r); }
   /// The next queued request, removed (close completes them all).
   Request* pop_queued() noexcept { return queued_.pop(); }
 
@@ -102,7 +105,8 @@ public:
       --outstanding_;
       f(earlier, IBV_WC_SUCCESS);
     }
-    if (posted_.remove(r)) {
+    if (posted_.front() == r) {
+      posted_.pop();
       --outstanding_;
       f(r, status);
     }

@@ -12,6 +12,9 @@
 #include <asio_rdma/datagram_socket.hpp>
 
 #include <boost/asio/steady_timer.hpp>
+#include <boost/circular_buffer.hpp>
+
+#include <algorithm>
 
 #include <map>
 #include <optional>
@@ -25,45 +28,31 @@ struct address_handle {
   ah_ptr ah; // destroyed before `owner` lets the device go
 };
 
-/// A first-in first-out ring that grows when full and never shrinks, so the
-/// steady state allocates nothing. Elements are only ever move-constructed:
-/// Boost 1.81's any_completion_handler move assignment wraps the handler
-/// recursively (fixed in 1.82), so nothing here assigns one.
+/// A first-in first-out ring (boost::circular_buffer) that grows when full and never
+/// shrinks, so the steady state allocates nothing.
 template <typename T> class growing_queue {
 public:
-  bool empty() const { return count_ == 0; }
-  std::size_t size() const { return count_; }
-  T& front() { return *items_[head_]; }
-  T& at(std::size_t i) { return *items_[(head_ + i) % items_.size()]; }
+  bool empty() const { return ring_.empty(); }
+  std::size_t size() const { return ring_.size(); }
+  T& front() { return ring_.front(); }
+  T& at(std::size_t i) { return ring_[i]; }
   void push(T item) {
-    if (count_ == items_.size())
-      grow();
-    items_[(head_ + count_) % items_.size()].emplace(std::move(item));
-    ++count_;
+    if (ring_.full())
+      ring_.set_capacity(std::max<std::size_t>(8, ring_.capacity() * 2));
+    ring_.push_back(std::move(item));
   }
   T pop() {
-    T item(std::move(*items_[head_]));
-    items_[head_].reset();
-    head_ = (head_ + 1) % items_.size();
-    --count_;
+    T item(std::move(ring_.front()));
+    ring_.pop_front();
     return item;
   }
   void reserve(std::size_t n) {
-    while (items_.size() < n)
-      grow();
+    if (ring_.capacity() < n)
+      ring_.set_capacity(n);
   }
 
 private:
-  void grow() {
-    std::vector<std::optional<T>> bigger(std::max<std::size_t>(8, items_.size() * 2));
-    for (std::size_t i = 0; i < count_; ++i)
-      bigger[i].emplace(std::move(at(i)));
-    items_ = std::move(bigger);
-    head_ = 0;
-  }
-  std::vector<std::optional<T>> items_;
-  std::size_t head_ = 0;
-  std::size_t count_ = 0;
+  boost::circular_buffer<T> ring_;
 };
 
 class datagram_resolver;

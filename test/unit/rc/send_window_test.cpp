@@ -14,8 +14,7 @@ namespace {
 
 using asio_rdma::detail::send_window;
 
-struct request {
-  request* next = nullptr;
+struct request : asio_rdma::detail::queue_hook {
   ibv_send_wr wr{};
   int id = 0;
 };
@@ -169,13 +168,14 @@ BOOST_AUTO_TEST_CASE(a_refused_tail_leaves_the_window_oldest_first) {
   BOOST_TEST(f.window.outstanding() == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(only_requests_not_yet_posted_can_be_withdrawn) {
+BOOST_AUTO_TEST_CASE(a_queued_request_is_withdrawn_and_the_queue_walked_in_order) {
   fixture<4> f(2);
   f.queue_all();
   f.take(); // 0 and 1 posted, 2 and 3 queued
-  BOOST_TEST(!f.window.withdraw(&f.requests[0]));
-  BOOST_TEST(f.window.withdraw(&f.requests[3]));
-  BOOST_TEST(!f.window.withdraw(&f.requests[3]));
+  BOOST_TEST(f.window.queued_after(&f.requests[2]) == &f.requests[3]);
+  BOOST_TEST(f.window.queued_after(&f.requests[3]) == nullptr);
+  f.window.withdraw(&f.requests[3]);
+  BOOST_TEST(f.window.queued_after(&f.requests[2]) == nullptr);
   f.window.completed(&f.requests[1], IBV_WC_SUCCESS, [](request*, ibv_wc_status) {});
   BOOST_TEST(ids(f.take().first) == std::vector<int>{2}, boost::test_tools::per_element());
 }
