@@ -33,8 +33,8 @@ completion_queue::completion_queue(const asio::any_io_executor& ex, comp_channel
 completion_queue::~completion_queue() = default;
 
 error_code completion_queue::start() {
-  if (int rc = ::ibv_req_notify_cq(cq_.get(), 0))
-    return from_returned_errno(rc);
+  if (auto ec = cq_.arm())
+    return ec;
   armed_ = true;
   return {};
 }
@@ -66,7 +66,7 @@ void completion_queue::listen_to_channel(bool on) {
   // and an event raised meanwhile is waiting in the channel. Then poll once
   // more, so that a completion that arrived in between is not left behind.
   if (!armed_) {
-    ::ibv_req_notify_cq(cq_.get(), 0);
+    cq_.arm();
     armed_ = true;
   }
   // The poll runs handlers, which may close the owner and drop the last reference to
@@ -130,16 +130,10 @@ void completion_queue::drain_events() {
   // reference to the owner, and with it to this queue).
   auto keep_alive = shared_from_this();
   auto owner = owner_.lock();
-  // One event at most: the channel serves this CQ alone, and an armed CQ raises
-  // one event, then none until it is armed again (below). Reading until EAGAIN
-  // would cost a second system call per wake-up, on the critical path.
-  ibv_cq* cq = nullptr;
-  void* context = nullptr;
-  if (::ibv_get_cq_event(channel_.get(), &cq, &context) == 0)
-    cq_.events_received(1);
+  cq_.take_event(channel_.get()); // one event at most (event_counted_cq.hpp says why)
   // Re-arm before the final drain: a completion that arrives after the last
   // poll then raises a new event instead of being stranded.
-  ::ibv_req_notify_cq(cq_.get(), 0);
+  cq_.arm();
   armed_ = true;
   if (owner)
     poll_unguarded();

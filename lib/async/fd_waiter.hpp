@@ -1,10 +1,11 @@
-// Waits for a file descriptor (an rdma_cm event channel or a completion
-// channel) to become readable on the user's io_context, but only while
+// Waits for a file descriptor (an rdma_cm event channel, a completion channel, a raw
+// socket) to become readable, or writable, on the user's io_context, but only while
 // somebody needs it ("interest"): completions while a user operation is
 // pending, CM events while a connection is open or being set up. A closed
 // connection therefore leaves no work in the io_context, and an open but idle
 // one only its CM wait. Events that arrive meanwhile stay in the kernel until
-// the next wait.
+// the next wait. Writable waits are for the raw socket's packet backend, which waits
+// for both directions on one fd (Asio's reactor takes an fd once, so one waiter).
 #pragma once
 
 #include "asio_alias.hpp"
@@ -24,11 +25,15 @@ namespace asio_rdma::detail {
 
 class fd_waiter {
 public:
-  /// Calls `on_readable` each time the fd is readable while interest is declared. The
-  /// callback's context must outlive the waiter (it is usually the waiter's owner) and
-  /// keep itself alive while it runs if what it calls may destroy it.
-  fd_waiter(const boost::asio::any_io_executor& ex, int fd, callback on_readable)
-      : descriptor_(ex, fd), on_readable_(on_readable) {}
+  enum direction { read = 0, write = 1 };
+
+  /// Calls `on_readable` (`on_writable`) each time the fd is readable (writable) while
+  /// interest in that direction is declared. The callbacks' context must outlive the
+  /// waiter (it is usually the waiter's owner) and keep itself alive while it runs if
+  /// what it calls may destroy it.
+  fd_waiter(const boost::asio::any_io_executor& ex, int fd, callback on_readable,
+            callback on_writable = {})
+      : descriptor_(ex, fd), sides_{{on_readable}, {on_writable}} {}
   /// Releases (does not close) the fd, cancelling the pending wait, whose handler then
   /// finds the waiter gone and does nothing.
   ~fd_waiter() {
@@ -38,12 +43,13 @@ public:
   fd_waiter(const fd_waiter&) = delete;
   fd_waiter& operator=(const fd_waiter&) = delete;
 
-  void add_interest() {
-    if (interest_++ == 0)
-      arm();
+  void add_interest(direction d = read) {
+    if (sides_[d].interest++ == 0)
+      arm(d);
   }
-  void remove_interest() {
-    if (--interest_ == 0 && armed_) {
+  void remove_interest(direction d = read) {
+    if (--sides_[d].interest == 0 && sides_[d].armed) {
+      // Cancels the other direction's wait too, which re-arms itself if still wanted.
       error_code ignored;
       descriptor_.cancel(ignored);
     }
@@ -60,7 +66,8 @@ private:
   /// malloc per wake-up; a larger one would go to the heap, still correct).
   static constexpr std::size_t wait_memory = 256;
   /// What the pending wait shares with the waiter: whether the waiter still exists, and
-  /// the memory of the wait's reactor operation (see single_block_allocator; callgrind:
+  /// the memory of the wait's reactor operation (one; the rare second wait at a time, a
+  /// write beside a read, goes to the heap. See single_block_allocator; callgrind:
   /// about 150 instructions a round trip less than malloc and free on every wake-up). The
   /// handler keeps the state alive: Asio frees an operation's memory after moving the
   /// handler out of it, also when the io_context is destroyed with the wait pending.
@@ -70,30 +77,37 @@ private:
   };
   using wait_allocator = single_block_allocator<void, wait_memory>;
 
-  void arm() {
-    if (armed_ || interest_ == 0 || stopped_)
+  /// One direction's callback and state.
+  struct side {
+    callback on_ready;
+    int interest = 0;
+    bool armed = false;
+  };
+
+  void arm(direction d) {
+    side& s = sides_[d];
+    if (s.armed || s.interest == 0 || stopped_)
       return;
-    armed_ = true;
+    s.armed = true;
+    const auto type = d == read ? boost::asio::posix::stream_descriptor::wait_read
+                                : boost::asio::posix::stream_descriptor::wait_write;
     descriptor_.async_wait(
-        boost::asio::posix::stream_descriptor::wait_read,
-        boost::asio::bind_allocator(
-            wait_allocator(&state_->memory), [this, state = state_](const error_code& ec) {
-              if (!state->alive)
-                return; // cancelled by the destructor; `this` is gone
-              armed_ = false;
-              if (!ec && !stopped_)
-                on_readable_();
-              if (state->alive) // what on_readable_ ran may have destroyed us
-                arm();          // if still wanted
-            }));
+        type, boost::asio::bind_allocator(
+                  wait_allocator(&state_->memory), [this, state = state_, d](const error_code& ec) {
+                    if (!state->alive)
+                      return; // cancelled by the destructor; `this` is gone
+                    sides_[d].armed = false;
+                    if (!ec && !stopped_)
+                      sides_[d].on_ready();
+                    if (state->alive) // what on_ready ran may have destroyed us
+                      arm(d);         // if still wanted
+                  }));
   }
 
   boost::asio::posix::stream_descriptor descriptor_;
-  callback on_readable_;
+  side sides_[2];
   /// Shared with the pending wait's handler.
   std::shared_ptr<wait_state> state_ = std::make_shared<wait_state>();
-  int interest_ = 0;
-  bool armed_ = false;
   bool stopped_ = false;
 };
 

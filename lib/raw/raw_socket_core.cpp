@@ -2,10 +2,10 @@
 
 #include "asio_alias.hpp"
 
-#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <algorithm>
 
@@ -36,24 +36,50 @@ raw_socket_core::~raw_socket_core() {
 }
 
 error_code raw_socket_core::start() {
-  for (int fd : {backend_->receive_fd(), backend_->send_fd()}) {
-    if (fd < 0 || descriptor_for(fd))
-      continue;
-    auto descriptor = std::make_unique<asio::posix::stream_descriptor>(executor_);
-    error_code ec;
-    descriptor->assign(fd, ec);
-    if (ec)
-      return ec;
-    descriptors_.push_back(std::move(descriptor));
+  const int receive_fd = backend_->receive_fd();
+  const int send_fd = backend_->send_fd();
+  try { // fd_waiter registers its fd with the reactor, throwing on failure
+    if (receive_fd >= 0)
+      receive_waiter_.emplace(executor_, receive_fd,
+                              callback{&on_fd_ready<false, fd_waiter::read>, this},
+                              callback{&on_fd_ready<false, fd_waiter::write>, this});
+    if (send_fd >= 0 && send_fd != receive_fd)
+      send_waiter_.emplace(executor_, send_fd, callback{&on_fd_ready<true, fd_waiter::read>, this},
+                           callback{&on_fd_ready<true, fd_waiter::write>, this});
+  } catch (const boost::system::system_error& e) {
+    return e.code();
   }
   return {};
 }
 
-asio::posix::stream_descriptor* raw_socket_core::descriptor_for(int fd) noexcept {
-  for (auto& descriptor : descriptors_)
-    if (descriptor->native_handle() == fd)
-      return descriptor.get();
+fd_waiter* raw_socket_core::waiter_for(int fd) noexcept {
+  if (fd < 0)
+    return nullptr;
+  if (receive_waiter_ && fd == backend_->receive_fd())
+    return &*receive_waiter_;
+  if (send_waiter_ && fd == backend_->send_fd())
+    return &*send_waiter_;
   return nullptr;
+}
+
+template <bool Send, fd_waiter::direction D> void raw_socket_core::on_fd_ready(void* context) {
+  // What the handlers run may drop the last reference to the socket.
+  auto self = static_cast<raw_socket_core*>(context)->shared_from_this();
+  const fd_waiter* waiter = Send ? &*self->send_waiter_ : &*self->receive_waiter_;
+  if (self->receive_interest_.is(waiter, D)) {
+    withdraw(self->receive_interest_);
+    self->on_receive_wait(self->receive_.generation, true, {});
+  }
+  if (!self->closed_ && self->tx_interest_.is(waiter, D)) {
+    withdraw(self->tx_interest_);
+    self->on_tx_wait(0, true, {});
+  }
+}
+
+void raw_socket_core::withdraw(fd_interest& interest) noexcept {
+  if (interest.waiter)
+    interest.waiter->remove_interest(interest.direction);
+  interest = {};
 }
 
 void raw_socket_core::close() noexcept {
@@ -70,17 +96,14 @@ void raw_socket_core::close() noexcept {
     finish_send(asio::error::operation_aborted, from::user_call);
   if (flush_.active)
     finish_flush(asio::error::operation_aborted, from::user_call);
-  receive_wait_signal_.emit(asio::cancellation_type::all);
-  tx_wait_signal_.emit(asio::cancellation_type::all);
-  error_code ignored;
   receive_deadline_.cancel();
   receive_timer_.cancel();
   tx_timer_.cancel();
-  for (auto& descriptor : descriptors_) {
-    descriptor->cancel(ignored);
-    descriptor->release(); // the backend owns and closes the fd
-  }
-  descriptors_.clear();
+  // The waiters release (do not close) the fds, which the backend owns and closes, and
+  // withdraw their pending waits.
+  receive_interest_ = tx_interest_ = {};
+  receive_waiter_.reset();
+  send_waiter_.reset();
   backend_->shutdown();
   if (groups_)
     groups_->leave_all();
@@ -227,26 +250,20 @@ void raw_socket_core::request_cancel(operation_kind kind) noexcept {
   }
 }
 
-void raw_socket_core::wait(const wait_plan& plan, asio::cancellation_signal& signal,
-                           asio::steady_timer& timer,
+void raw_socket_core::wait(const wait_plan& plan, fd_interest& interest, asio::steady_timer& timer,
                            void (raw_socket_core::*on_ready)(std::uint64_t, bool, error_code),
                            std::uint64_t generation) {
-  auto self = shared_from_this();
-  auto* descriptor = descriptor_for(plan.fd);
-  if (plan.kind == wait_plan::timer || !descriptor) {
+  auto* waiter = waiter_for(plan.fd);
+  if (plan.kind == wait_plan::timer || !waiter) {
     // (No descriptor only after a backend fault: poll rather than wait forever.)
     timer.expires_after(plan.kind == wait_plan::timer ? plan.period : std::chrono::milliseconds(1));
-    timer.async_wait([self, on_ready, generation](error_code ec) {
+    timer.async_wait([self = shared_from_this(), on_ready, generation](error_code ec) {
       ((*self).*on_ready)(generation, false, ec);
     });
     return;
   }
-  const auto type = plan.kind == wait_plan::writable ? asio::posix::descriptor_base::wait_write
-                                                     : asio::posix::descriptor_base::wait_read;
-  descriptor->async_wait(type, asio::bind_cancellation_slot(
-                                   signal.slot(), [self, on_ready, generation](error_code ec) {
-                                     ((*self).*on_ready)(generation, true, ec);
-                                   }));
+  interest = {waiter, plan.kind == wait_plan::writable ? fd_waiter::write : fd_waiter::read};
+  waiter->add_interest(interest.direction); // calls on_fd_ready once ready
 }
 
 // --- receive ---
@@ -308,7 +325,7 @@ void raw_socket_core::receive_step(std::uint64_t generation) {
       });
     }
     receive_waiting_ = true;
-    wait(plan, receive_wait_signal_, receive_timer_, &raw_socket_core::on_receive_wait, generation);
+    wait(plan, receive_interest_, receive_timer_, &raw_socket_core::on_receive_wait, generation);
     return;
   }
 }
@@ -348,7 +365,7 @@ void raw_socket_core::finish_receive(error_code ec, std::size_t n, from origin) 
     lent_received_ += n;
   }
   if (receive_waiting_) {
-    receive_wait_signal_.emit(asio::cancellation_type::all);
+    withdraw(receive_interest_);
     receive_timer_.cancel();
     receive_waiting_ = false;
   }
@@ -488,7 +505,7 @@ void raw_socket_core::tx_step() {
     if (plan.kind == wait_plan::none)
       return; // an acquire waits for the user to return buffers
     tx_waiting_ = true;
-    wait(plan, tx_wait_signal_, tx_timer_, &raw_socket_core::on_tx_wait, 0);
+    wait(plan, tx_interest_, tx_timer_, &raw_socket_core::on_tx_wait, 0);
     return;
   }
   if (!closed_ && !tx_waiting_ && (send_.active || acquire_.active || flush_.active))

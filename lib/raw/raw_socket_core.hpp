@@ -1,9 +1,11 @@
-// The state behind a raw_socket: the backend, the Asio objects that wait on its descriptors,
-// the outstanding operations (at most one of each kind), the flow slots and the lending
-// accounts. Shared with the batches it lends, so their buffers stay valid after the socket
-// closes; every wait handler holds it too, so it outlives its pending waits.
+// The state behind a raw_socket: the backend, the waiters on its descriptors (the library's
+// fd_waiter) and timers, the outstanding operations (at most one of each kind), the flow
+// slots and the lending accounts. Shared with the batches it lends, so their buffers stay
+// valid after the socket closes; every timer's handler holds it too, so it outlives its
+// pending timers (a pending descriptor wait is withdrawn when its waiter goes, at close()).
 #pragma once
 
+#include "async/fd_waiter.hpp"
 #include "raw/backend.hpp"
 #include "raw/interface_info.hpp"
 #include "raw/multicast_groups.hpp"
@@ -11,8 +13,6 @@
 #include <asio_rdma/raw_socket.hpp>
 
 #include <boost/asio/any_completion_executor.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <memory>
@@ -33,14 +33,13 @@ template <typename Signature> struct raw_operation {
 
 class raw_socket_core : public std::enable_shared_from_this<raw_socket_core> {
 public:
-
   raw_socket_core(boost::asio::any_io_executor ex, interface_info interface,
                   std::unique_ptr<backend> backend, std::unique_ptr<multicast_groups> groups);
   ~raw_socket_core();
   raw_socket_core(const raw_socket_core&) = delete;
   raw_socket_core& operator=(const raw_socket_core&) = delete;
 
-  /// Registers the backend's descriptors with the executor's reactor.
+  /// Makes the waiters on the backend's descriptors.
   error_code start();
 
   const raw_caps& caps() const noexcept { return backend_->caps(); }
@@ -78,11 +77,24 @@ private:
   template <typename Signature, typename... Args>
   void finish(raw_operation<Signature>& op, from origin, Args&&... args);
   void request_cancel(operation_kind kind) noexcept;
-  boost::asio::posix::stream_descriptor* descriptor_for(int fd) noexcept;
-  void wait(const wait_plan& plan, boost::asio::cancellation_signal& signal,
-            boost::asio::steady_timer& timer,
+
+  /// The interest a receive or the send side holds in a waiter, while it waits on a
+  /// descriptor. (A wait has no generation: the interest is withdrawn when the operation
+  /// finishes, and a waiter calls back only while interest is held.)
+  struct fd_interest {
+    fd_waiter* waiter = nullptr;
+    fd_waiter::direction direction = fd_waiter::read;
+    bool is(const fd_waiter* w, fd_waiter::direction d) const noexcept {
+      return waiter == w && direction == d;
+    }
+  };
+  fd_waiter* waiter_for(int fd) noexcept;
+  void wait(const wait_plan& plan, fd_interest& interest, boost::asio::steady_timer& timer,
             void (raw_socket_core::*on_ready)(std::uint64_t, bool, error_code),
             std::uint64_t generation);
+  static void withdraw(fd_interest& interest) noexcept;
+  /// A waiter's callback: waiter `Send` (false: the one on receive_fd) is ready in direction D.
+  template <bool Send, fd_waiter::direction D> static void on_fd_ready(void* self);
 
   void receive_step(std::uint64_t generation);
   void on_receive_wait(std::uint64_t generation, bool from_fd, error_code ec);
@@ -100,12 +112,16 @@ private:
   interface_info interface_;
   std::unique_ptr<multicast_groups> groups_;
   std::unique_ptr<backend> backend_;
-  std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> descriptors_;
+  // One waiter per descriptor: the packet backend waits on one fd in both directions (for
+  // receives, readable; for sends, writable), the verbs backend on two completion channels.
+  std::optional<fd_waiter> receive_waiter_;
+  std::optional<fd_waiter> send_waiter_; // when send_fd() is not receive_fd()
+  fd_interest receive_interest_;
+  fd_interest tx_interest_;
+  // Timer plans and a receive's timeout are not descriptor waits: Asio timers.
   boost::asio::steady_timer receive_deadline_;
   boost::asio::steady_timer receive_timer_;
   boost::asio::steady_timer tx_timer_;
-  boost::asio::cancellation_signal receive_wait_signal_;
-  boost::asio::cancellation_signal tx_wait_signal_;
   bool closed_ = false;
 
   raw_operation<void(error_code, receive_batch)> receive_;

@@ -4,6 +4,7 @@
 #include "raw/verbs_flow.hpp"
 #include "verbs/event_counted_cq.hpp"
 #include "verbs/handles.hpp"
+#include "verbs/receive_ring.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <infiniband/verbs.h>
@@ -11,16 +12,48 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <vector>
 
 namespace asio_rdma::detail {
 namespace {
 
-// The verbs handles are the library's (handles.hpp). The memory comes from
-// std::aligned_alloc, so it is released with std::free.
-struct free_deleter {
-  void operator()(std::byte* p) const noexcept { std::free(p); }
+/// A completion queue with its own channel, in the library's one event model
+/// (event_counted_cq): armed when the core is about to wait, one event taken per wake-up.
+/// Not async/completion_queue: that one dispatches every completion to a
+/// completion_target and waits by itself, where this backend is polled for at most as many
+/// packets as the caller takes, and the core does the waiting (backend.hpp).
+struct notifying_cq {
+  comp_channel_ptr channel;
+  event_counted_cq cq; // declared after channel: destroyed before it
+  bool armed = false;
+
+  error_code create(ibv_context* context, std::size_t entries) {
+    channel.reset(ibv_create_comp_channel(context));
+    if (!channel)
+      return from_errno();
+    if (auto ec = set_nonblocking(channel->fd))
+      return ec;
+    return cq.create(context, static_cast<int>(entries), channel.get());
+  }
+  /// Arms the CQ once: retry, so that the caller polls again (a completion that arrived
+  /// before the arming raises no event); then wait on the channel.
+  wait_plan plan(error_code& ec) noexcept {
+    if (!armed) {
+      if ((ec = cq.arm()))
+        return {};
+      armed = true;
+      return {wait_plan::retry, -1, {}};
+    }
+    return {wait_plan::readable, channel->fd, {}};
+  }
+  void on_ready() noexcept {
+    if (channel && cq.take_event(channel.get()))
+      armed = false;
+  }
+  void reset() noexcept {
+    cq.reset();
+    channel.reset();
+  }
 };
 
 bool means_unsupported(int error) {
@@ -35,8 +68,8 @@ public:
 
   const raw_caps& caps() const noexcept override { return caps_; }
   raw_statistics statistics() noexcept override { return statistics_; }
-  int receive_fd() const noexcept override { return receive_channel_ ? receive_channel_->fd : -1; }
-  int send_fd() const noexcept override { return send_channel_ ? send_channel_->fd : -1; }
+  int receive_fd() const noexcept override { return receive_.channel ? receive_.channel->fd : -1; }
+  int send_fd() const noexcept override { return send_.channel ? send_.channel->fd : -1; }
 
   std::size_t poll_receive(std::span<received_packet> out, error_code& ec) noexcept override;
   wait_plan receive_wait_plan(error_code& ec) noexcept override;
@@ -55,10 +88,7 @@ public:
   void shutdown() noexcept override;
 
 private:
-  std::byte* buffer(std::uint32_t id) const noexcept {
-    return memory_.get() + std::size_t{id} * caps_.max_packet_size;
-  }
-  static void consume_event(ibv_comp_channel* channel, event_counted_cq& cq, bool& armed) noexcept;
+  std::byte* buffer(std::uint32_t id) const noexcept { return memory_.slot(id); }
 
   raw_caps caps_;
   std::uint8_t port_ = 1;
@@ -67,13 +97,10 @@ private:
   // Declared in creation order: destroyed in reverse.
   context_ptr context_;
   pd_ptr pd_;
-  comp_channel_ptr receive_channel_;
-  comp_channel_ptr send_channel_;
-  event_counted_cq receive_cq_;
-  event_counted_cq send_cq_;
+  notifying_cq receive_;
+  notifying_cq send_;
   qp_ptr qp_;
-  std::unique_ptr<std::byte, free_deleter> memory_; // receive buffers, then send buffers
-  mr_ptr mr_;
+  registered_block memory_; // receive buffers, then send buffers
   std::vector<flow_ptr> flows_;
 
   // Work requests prepared once per buffer; posting only links and sets lengths.
@@ -84,8 +111,6 @@ private:
   std::vector<ibv_wc> completions_;
   std::vector<std::uint32_t> free_send_;
   std::size_t in_flight_ = 0;
-  bool receive_armed_ = false;
-  bool send_armed_ = false;
   error_code receive_error_; // a failed re-post, reported by the next poll_receive
   error_code send_error_;    // a failed send completion, reported by the next poll_sent
   raw_statistics statistics_;
@@ -126,26 +151,14 @@ error_code verbs_backend::setup(const interface_info& interface,
   pd_.reset(ibv_alloc_pd(context_.get()));
   if (!pd_)
     return from_errno();
-  receive_channel_.reset(ibv_create_comp_channel(context_.get()));
-  if (!receive_channel_)
-    return from_errno();
-  send_channel_.reset(ibv_create_comp_channel(context_.get()));
-  if (!send_channel_)
-    return from_errno();
-  if (auto ec = set_nonblocking(receive_channel_->fd))
+  if (auto ec = receive_.create(context_.get(), options.receive_buffers))
     return ec;
-  if (auto ec = set_nonblocking(send_channel_->fd))
-    return ec;
-  if (auto ec = receive_cq_.create(context_.get(), static_cast<int>(options.receive_buffers),
-                                   receive_channel_.get()))
-    return ec;
-  if (auto ec = send_cq_.create(context_.get(), static_cast<int>(options.send_buffers),
-                                send_channel_.get()))
+  if (auto ec = send_.create(context_.get(), options.send_buffers))
     return ec;
 
   ibv_qp_init_attr qp_attr{};
-  qp_attr.send_cq = send_cq_.get();
-  qp_attr.recv_cq = receive_cq_.get();
+  qp_attr.send_cq = send_.cq.get();
+  qp_attr.recv_cq = receive_.cq.get();
   qp_attr.cap.max_send_wr = static_cast<std::uint32_t>(options.send_buffers);
   qp_attr.cap.max_recv_wr = static_cast<std::uint32_t>(options.receive_buffers);
   qp_attr.cap.max_send_sge = 1;
@@ -174,21 +187,14 @@ error_code verbs_backend::setup(const interface_info& interface,
   // Registered once, for the socket's lifetime.
   receive_count_ = static_cast<std::uint32_t>(options.receive_buffers);
   const std::size_t total = options.receive_buffers + options.send_buffers;
-  const std::size_t bytes = (total * options.max_packet_size + 4095) / 4096 * 4096;
-  memory_.reset(static_cast<std::byte*>(std::aligned_alloc(4096, bytes)));
-  if (!memory_)
-    return error_code(ENOMEM, boost::system::system_category());
-  // An int, not the enumerator: ibv_reg_mr's macro masks it with another enum.
-  const int access = IBV_ACCESS_LOCAL_WRITE;
-  mr_.reset(ibv_reg_mr(pd_.get(), memory_.get(), bytes, access));
-  if (!mr_)
-    return from_errno();
+  if (auto ec = memory_.allocate(pd_.get(), total, options.max_packet_size, IBV_ACCESS_LOCAL_WRITE))
+    return ec;
 
   receive_sges_.resize(options.receive_buffers);
   receive_wrs_.resize(options.receive_buffers);
   for (std::uint32_t i = 0; i < receive_count_; ++i) {
     receive_sges_[i] = {reinterpret_cast<std::uint64_t>(buffer(i)),
-                        static_cast<std::uint32_t>(options.max_packet_size), mr_->lkey};
+                        static_cast<std::uint32_t>(options.max_packet_size), memory_.mr->lkey};
     receive_wrs_[i] = {};
     receive_wrs_[i].wr_id = i;
     receive_wrs_[i].sg_list = &receive_sges_[i];
@@ -204,7 +210,7 @@ error_code verbs_backend::setup(const interface_info& interface,
   free_send_.resize(options.send_buffers);
   for (std::uint32_t i = 0; i < options.send_buffers; ++i) {
     const std::uint32_t id = receive_count_ + i;
-    send_sges_[i] = {reinterpret_cast<std::uint64_t>(buffer(id)), 0, mr_->lkey};
+    send_sges_[i] = {reinterpret_cast<std::uint64_t>(buffer(id)), 0, memory_.mr->lkey};
     send_wrs_[i] = {};
     send_wrs_[i].wr_id = id;
     send_wrs_[i].sg_list = &send_sges_[i];
@@ -220,14 +226,12 @@ error_code verbs_backend::setup(const interface_info& interface,
 void verbs_backend::shutdown() noexcept {
   flows_.clear();
   qp_.reset();
-  receive_cq_.reset();
-  send_cq_.reset();
-  receive_channel_.reset();
-  send_channel_.reset();
-  mr_.reset();
+  receive_.reset();
+  send_.reset();
+  memory_.mr.reset();
   pd_.reset();
   context_.reset();
-  // memory_ stays: lent packets may still point into it.
+  // memory_.memory stays: lent packets may still point into it.
 }
 
 std::size_t verbs_backend::poll_receive(std::span<received_packet> out, error_code& ec) noexcept {
@@ -242,7 +246,7 @@ std::size_t verbs_backend::poll_receive(std::span<received_packet> out, error_co
   ibv_recv_wr* repost = nullptr; // failed completions: their buffers go straight back
   while (n < out.size()) {
     const int want = static_cast<int>(std::min(out.size() - n, completions_.size()));
-    const int got = ibv_poll_cq(receive_cq_.get(), want, completions_.data());
+    const int got = ibv_poll_cq(receive_.cq.get(), want, completions_.data());
     if (got < 0) {
       ec = from_negative_count(got);
       break;
@@ -286,32 +290,11 @@ std::size_t verbs_backend::poll_receive(std::span<received_packet> out, error_co
 
 wait_plan verbs_backend::receive_wait_plan(error_code& ec) noexcept {
   ec = {};
-  if (!receive_armed_) {
-    // Arm, then the caller polls once more: a completion that arrived before the arming
-    // raises no event.
-    if (int ret = ibv_req_notify_cq(receive_cq_.get(), 0)) {
-      ec = from_returned_errno(ret);
-      return {};
-    }
-    receive_armed_ = true;
-    return {wait_plan::retry, -1, {}};
-  }
-  return {wait_plan::readable, receive_channel_->fd, {}};
-}
-
-void verbs_backend::consume_event(ibv_comp_channel* channel, event_counted_cq& cq,
-                                  bool& armed) noexcept {
-  ibv_cq* event_cq = nullptr;
-  void* context = nullptr;
-  while (ibv_get_cq_event(channel, &event_cq, &context) == 0) {
-    cq.events_received();
-    armed = false;
-  }
+  return receive_.plan(ec);
 }
 
 void verbs_backend::on_receive_ready() noexcept {
-  if (receive_channel_)
-    consume_event(receive_channel_.get(), receive_cq_, receive_armed_);
+  receive_.on_ready();
 }
 
 void verbs_backend::release(std::span<const received_packet> packets) noexcept {
@@ -374,7 +357,7 @@ bool verbs_backend::poll_sent(error_code& ec) noexcept {
     return true;
   for (;;) {
     const int got =
-        ibv_poll_cq(send_cq_.get(), static_cast<int>(completions_.size()), completions_.data());
+        ibv_poll_cq(send_.cq.get(), static_cast<int>(completions_.size()), completions_.data());
     if (got < 0) {
       ec = from_negative_count(got);
       break;
@@ -396,20 +379,11 @@ wait_plan verbs_backend::send_wait_plan(bool blocked, bool flushing, error_code&
   ec = {};
   if (in_flight_ == 0 || !(blocked || flushing))
     return {};
-  if (!send_armed_) {
-    if (int ret = ibv_req_notify_cq(send_cq_.get(), 0)) {
-      ec = from_returned_errno(ret);
-      return {};
-    }
-    send_armed_ = true;
-    return {wait_plan::retry, -1, {}};
-  }
-  return {wait_plan::readable, send_channel_->fd, {}};
+  return send_.plan(ec);
 }
 
 void verbs_backend::on_send_ready() noexcept {
-  if (send_channel_)
-    consume_event(send_channel_.get(), send_cq_, send_armed_);
+  send_.on_ready();
 }
 
 error_code verbs_backend::set_flow(std::size_t index, const flow_rule& rule) noexcept {

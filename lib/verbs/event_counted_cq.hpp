@@ -2,7 +2,8 @@
 // ibv_destroy_cq blocks until every event taken from the CQ's channel is
 // acknowledged, and each ibv_ack_cq_events takes a mutex inside libibverbs,
 // so events are acknowledged in batches and always before destruction.
-// Used by the connections' completion_queue and the raw socket's verbs backend.
+// The library's one event model (arm, then take one event per wake-up) is here: used by
+// the connections' completion_queue and the raw socket's verbs backend.
 #pragma once
 
 #include "verbs/handles.hpp"
@@ -30,13 +31,27 @@ public:
 
   ibv_cq* get() const noexcept { return cq_.get(); }
 
-  /// Counts events taken with ibv_get_cq_event; acknowledges every ack_batch.
-  void events_received(unsigned n = 1) noexcept {
-    unacked_ += n;
-    if (unacked_ >= ack_batch) {
+  /// Asks for one event on the channel when the next completion arrives.
+  error_code arm() noexcept {
+    if (int rc = ::ibv_req_notify_cq(cq_.get(), 0))
+      return from_returned_errno(rc);
+    return {};
+  }
+
+  /// Takes one event from `channel` (non-blocking), counted for acknowledgement; false if
+  /// there was none. One at most: the channel serves this CQ alone, and an armed CQ raises
+  /// one event, then none until it is armed again. Reading until EAGAIN would cost a
+  /// second system call per wake-up, on the critical path.
+  bool take_event(ibv_comp_channel* channel) noexcept {
+    ibv_cq* cq = nullptr;
+    void* context = nullptr;
+    if (::ibv_get_cq_event(channel, &cq, &context) != 0)
+      return false;
+    if (++unacked_ >= ack_batch) {
       ::ibv_ack_cq_events(cq_.get(), unacked_);
       unacked_ = 0;
     }
+    return true;
   }
 
   /// Acknowledges what is pending and destroys the CQ.

@@ -11,8 +11,10 @@
 #include <boost/asio/io_context.hpp>
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
 
 namespace asio = boost::asio;
@@ -151,4 +153,46 @@ BOOST_FIXTURE_TEST_CASE(stop_ends_waiting_for_good, waiting_on_pipe) {
   pipe.write_byte();
   io.run();
   BOOST_TEST(r.calls == 0);
+}
+
+BOOST_AUTO_TEST_CASE(waits_for_both_directions_on_one_fd) {
+  // The raw socket's packet backend waits to read and to write on one socket (the reactor
+  // takes an fd once). Withdrawing one direction's interest cancels the descriptor's waits;
+  // the other direction's, still wanted, is re-armed and still called.
+  asio::io_context io;
+  int fds[2];
+  BOOST_REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0);
+  struct counts {
+    fd_waiter* waiter = nullptr;
+    int readable = 0;
+    int writable = 0;
+  } c;
+  auto on_readable = [](void* p) { ++static_cast<counts*>(p)->readable; };
+  auto on_writable = [](void* p) {
+    auto* self = static_cast<counts*>(p);
+    ++self->writable;
+    self->waiter->remove_interest(fd_waiter::write);
+  };
+  {
+    fd_waiter waiter(io.get_executor(), fds[0], {on_readable, &c}, {on_writable, &c});
+    c.waiter = &waiter;
+    waiter.add_interest(fd_waiter::read);    // nothing to read yet
+    waiter.add_interest(fd_waiter::write);   // writable at once; the callback withdraws it
+    waiter.remove_interest(fd_waiter::read); // cancels both waits: the write wait re-arms
+    io.run(); // until the write callback withdrew its interest: no wait is left
+    BOOST_TEST(c.writable == 1);
+    BOOST_TEST(c.readable == 0);
+    waiter.add_interest(fd_waiter::read);
+    BOOST_REQUIRE(::write(fds[1], "x", 1) == 1);
+    io.restart();
+    while (c.readable == 0 && io.run_one_for(std::chrono::seconds(5)) > 0) {
+    }
+    BOOST_TEST(c.readable >= 1);
+    waiter.remove_interest(fd_waiter::read);
+    io.restart();
+    io.run(); // no wait left
+    BOOST_TEST(c.writable == 1);
+  }
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
