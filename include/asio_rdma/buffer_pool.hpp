@@ -27,7 +27,8 @@ public:
   class lease;
 
   /// `count` buffers of `buffer_size` bytes each, registered on the
-  /// connection's device with `flags`. Throws boost::system::system_error.
+  /// connection's device with `flags`. Throws boost::system::system_error
+  /// (asio::error::invalid_argument for a size or count of 0, or above 1 TiB in all).
   buffer_pool(const connection& conn, std::size_t buffer_size, std::size_t count, access flags);
   /// As the overload above, reporting failure through `ec` instead of throwing.
   buffer_pool(const connection& conn, std::size_t buffer_size, std::size_t count, access flags,

@@ -92,8 +92,9 @@ public:
         options);
   }
 
-  /// Rejects the request, sending `private_data` (at most 148 bytes) with the
-  /// rejection; the requester's async_connect fails with errc::rejected.
+  /// Rejects the request, sending `private_data` (at most 148 bytes; more:
+  /// asio::error::invalid_argument) with the rejection; the requester's
+  /// async_connect fails with errc::rejected.
   void reject(std::span<const std::byte> private_data = {});
   /// As the overload above, reporting failure through `ec` instead of throwing.
   void reject(std::span<const std::byte> private_data, error_code& ec);

@@ -201,7 +201,9 @@ public:
   /// wrap. Do not post to the queue pair or destroy either.
   ibv_qp* native_queue_pair() const;
   /// The rdma_cm id the socket is bound with (see native_queue_pair()).
-  rdma_cm_id* native_cm_id() const;
+  rdma_cm_id* native_handle() const;
+  /// The former name of native_handle().
+  [[deprecated("use native_handle()")]] rdma_cm_id* native_cm_id() const { return native_handle(); }
 
 private:
   executor_type ex_;

@@ -30,10 +30,11 @@ struct mac_address {
 };
 
 /// Parses "01:80:c2:00:00:00" (also accepts '-' as separator; hex digits in either case;
-/// exactly six groups of one or two digits). Sets `ec` to errc::invalid_option on bad text.
+/// exactly six groups of one or two digits). Sets `ec` to asio::error::invalid_argument on bad
+/// text.
 mac_address parse_mac_address(std::string_view text, error_code& ec) noexcept;
 
-/// Parses a MAC address; throws boost::system::system_error (errc::invalid_option, with the
+/// Parses a MAC address; throws boost::system::system_error (invalid_argument, with the
 /// offending text in the message) on bad text.
 mac_address parse_mac_address(std::string_view text);
 
@@ -43,10 +44,10 @@ std::string to_string(const mac_address& mac);
 std::ostream& operator<<(std::ostream& out, const mac_address& mac);
 
 /// Parses strict dotted-quad IPv4 ("192.0.2.1": four decimal parts 0..255, no leading '+',
-/// no shorthand forms). Sets `ec` to errc::invalid_option on bad text.
+/// no shorthand forms). Sets `ec` to asio::error::invalid_argument on bad text.
 boost::asio::ip::address_v4 parse_ipv4_address(std::string_view text, error_code& ec) noexcept;
 
-/// Parses dotted-quad IPv4; throws boost::system::system_error (errc::invalid_option) on bad
+/// Parses dotted-quad IPv4; throws boost::system::system_error (invalid_argument) on bad
 /// text.
 boost::asio::ip::address_v4 parse_ipv4_address(std::string_view text);
 

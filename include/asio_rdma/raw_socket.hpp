@@ -180,7 +180,7 @@ public:
   /// the verbs backend), so only its bytes and `length` are the user's to set.
   std::span<std::byte> buffer() const noexcept { return buffer_; }
   /// Bytes of buffer() to send: 14 (an Ethernet header) up to buffer().size(); async_send
-  /// fails with errc::invalid_option otherwise.
+  /// fails with asio::error::invalid_argument otherwise.
   std::size_t length = 0;
 
 private:
@@ -304,7 +304,7 @@ public:
   /// True between open() and close().
   bool is_open() const noexcept;
   /// The executor that runs handlers by default.
-  executor_type get_executor() const noexcept { return executor_; }
+  executor_type get_executor() const noexcept { return ex_; }
 
   /// The backend's capabilities and the socket's sizes. Requires is_open().
   const raw_caps& caps() const;
@@ -349,7 +349,7 @@ public:
   /// empty batch while time is left. After `timeout` without a frame: asio::error::timed_out
   /// (timeout 0 polls once; no_timeout waits without limit). Cancellation (any type): the
   /// operation completes with asio::error::operation_aborted and an empty batch; no frame is
-  /// lost. max_packets == 0: errc::invalid_option.
+  /// lost. max_packets == 0: asio::error::invalid_argument.
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_receive(std::size_t max_packets, std::chrono::nanoseconds timeout,
                      CompletionToken&& token = boost::asio::deferred_t());
@@ -363,7 +363,7 @@ public:
   ///
   /// Completion signature: void(error_code, send_batch). Waits while every buffer is lent or
   /// in flight. Cancellation (any type): operation_aborted with an empty batch.
-  /// n == 0: errc::invalid_option.
+  /// n == 0: asio::error::invalid_argument.
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_acquire(std::size_t n, CompletionToken&& token = boost::asio::deferred_t());
 
@@ -372,7 +372,8 @@ public:
   /// the socket as they leave.
   ///
   /// Completion signature: void(error_code). A packet with a length below 14 or above its
-  /// buffer fails the whole batch with errc::invalid_option before anything is posted.
+  /// buffer (or a batch of another socket) fails the whole batch with
+  /// asio::error::invalid_argument before anything is posted.
   /// Cancellation (any type): packets already posted stay posted, the rest are returned
   /// unsent; operation_aborted.
   template <typename CompletionToken = boost::asio::deferred_t>
@@ -390,8 +391,8 @@ private:
 
   const detail::raw_socket_core& core() const;
 
-  executor_type executor_;
-  std::shared_ptr<detail::raw_socket_core> core_;
+  executor_type ex_;
+  std::shared_ptr<detail::raw_socket_core> impl_;
 };
 
 } // namespace asio_rdma

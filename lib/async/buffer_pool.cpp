@@ -14,7 +14,7 @@ buffer_pool::buffer_pool(const connection& conn, std::size_t buffer_size, std::s
 buffer_pool::buffer_pool(const connection& conn, std::size_t buffer_size, std::size_t count,
                          access flags, error_code& ec) {
   if (buffer_size == 0 || count == 0 || buffer_size > (std::size_t(1) << 40) / count) {
-    ec = errc::invalid_option;
+    ec = boost::asio::error::invalid_argument;
     return;
   }
   auto s = std::make_unique<state>();

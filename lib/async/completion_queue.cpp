@@ -32,7 +32,7 @@ completion_queue::completion_queue(const asio::any_io_executor& ex, comp_channel
 // cq_ acknowledges its events and is destroyed before channel_ (member order).
 completion_queue::~completion_queue() = default;
 
-error_code completion_queue::start() {
+error_code completion_queue::arm() {
   if (auto ec = cq_.arm())
     return ec;
   armed_ = true;

@@ -31,7 +31,7 @@ public:
 
   /// Arms the CQ. Completion events are waited for while some user
   /// operation declared interest; completions meanwhile stay in the CQ.
-  error_code start();
+  error_code arm();
   /// Stops waiting for good and forgets the owner's after-batch callback;
   /// completions still in the queue are not dispatched.
   void stop();

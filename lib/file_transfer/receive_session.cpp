@@ -457,7 +457,7 @@ void receive_session::pump_credits() {
   // always long before: the ring holds twice the chunks in flight); a send
   // that completes calls this again.
   while (credit_sendable() && !ring.error) {
-    std::size_t index = credit_next_ % ring.buffers.size();
+    std::size_t index = next_credit_buffer_ % ring.buffers.size();
     if (ring.busy[index])
       break;
     proto::credit c;
@@ -560,7 +560,7 @@ awaitable<error_code> receive_session::reply(std::uint32_t file_id, proto::statu
 
 awaitable<error_code> receive_session::post_ok(std::uint32_t file_id) {
   auto& ring = *credits_;
-  std::size_t index = credit_next_ % ring.buffers.size();
+  std::size_t index = next_credit_buffer_ % ring.buffers.size();
   if (ring.busy[index]) { // a send completing cancels drained_
     deadline_.arm(); // a sender that stops taking messages is given up on
     while (ring.busy[index] && !ring.error)
@@ -577,7 +577,7 @@ void receive_session::send_from_ring(std::size_t index, const proto::message& m)
   auto& ring = *credits_;
   std::size_t n = proto::encode(m, ring.buffers[index]);
   ring.busy[index] = 1;
-  ++credit_next_;
+  ++next_credit_buffer_;
   conn_.async_send(asio::buffer(ring.buffers[index].data(), n),
                    [r = credits_, index](error_code ec, std::size_t) {
                      if (ec && !r->error)

@@ -147,7 +147,7 @@ private:
   std::shared_ptr<credit_ring> credits_;
   memory_region slots_;
   file_protocol::hello_ack ack_;
-  std::size_t credit_next_ = 0;
+  std::size_t next_credit_buffer_ = 0;
 
   // The disk path (see the top of this file). crc_ and the file's offset
   // are the strand's while chunks are submitted and not yet written.

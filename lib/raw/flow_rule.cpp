@@ -1,5 +1,6 @@
 #include <asio_rdma/flow_rule.hpp>
 
+#include <boost/asio/error.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <cstdio>
@@ -19,7 +20,7 @@ int hex_value(char c) noexcept {
 }
 
 [[noreturn]] void throw_bad_text(const char* what, std::string_view text) {
-  throw boost::system::system_error(make_error_code(errc::invalid_option),
+  throw boost::system::system_error(make_error_code(boost::asio::error::invalid_argument),
                                     std::string("not a valid ") + what + ": \"" +
                                         std::string(text) + "\"");
 }
@@ -32,7 +33,7 @@ mac_address parse_mac_address(std::string_view text, error_code& ec) noexcept {
   for (std::size_t group = 0; group < 6; ++group) {
     if (group > 0) {
       if (pos >= text.size() || (text[pos] != ':' && text[pos] != '-'))
-        return ec = errc::invalid_option, mac_address{};
+        return ec = boost::asio::error::invalid_argument, mac_address{};
       ++pos;
     }
     int value = 0;
@@ -43,11 +44,11 @@ mac_address parse_mac_address(std::string_view text, error_code& ec) noexcept {
       ++digits;
     }
     if (digits == 0 || digits > 2)
-      return ec = errc::invalid_option, mac_address{};
+      return ec = boost::asio::error::invalid_argument, mac_address{};
     mac.bytes[group] = static_cast<std::uint8_t>(value);
   }
   if (pos != text.size())
-    return ec = errc::invalid_option, mac_address{};
+    return ec = boost::asio::error::invalid_argument, mac_address{};
   ec = {};
   return mac;
 }
@@ -77,7 +78,7 @@ boost::asio::ip::address_v4 parse_ipv4_address(std::string_view text, error_code
   for (int part = 0; part < 4; ++part) {
     if (part > 0) {
       if (pos >= text.size() || text[pos] != '.')
-        return ec = errc::invalid_option, boost::asio::ip::address_v4{};
+        return ec = boost::asio::error::invalid_argument, boost::asio::ip::address_v4{};
       ++pos;
     }
     unsigned number = 0;
@@ -88,11 +89,11 @@ boost::asio::ip::address_v4 parse_ipv4_address(std::string_view text, error_code
       ++digits;
     }
     if (digits == 0 || digits > 3 || number > 255)
-      return ec = errc::invalid_option, boost::asio::ip::address_v4{};
+      return ec = boost::asio::error::invalid_argument, boost::asio::ip::address_v4{};
     value = (value << 8) | number;
   }
   if (pos != text.size())
-    return ec = errc::invalid_option, boost::asio::ip::address_v4{};
+    return ec = boost::asio::error::invalid_argument, boost::asio::ip::address_v4{};
   ec = {};
   return boost::asio::ip::address_v4(value);
 }

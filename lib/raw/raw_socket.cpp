@@ -70,7 +70,7 @@ raw_socket raw_socket::open(const executor_type& ex, std::string_view interface_
       return raw_socket();
     auto core = std::make_shared<detail::raw_socket_core>(ex, std::move(interface),
                                                           std::move(backend), std::move(groups));
-    if ((ec = core->start()))
+    if ((ec = core->register_descriptors()))
       return raw_socket();
     return raw_socket(ex, std::move(core));
   } catch (const std::bad_alloc&) {
@@ -82,16 +82,16 @@ raw_socket raw_socket::open(const executor_type& ex, std::string_view interface_
 raw_socket::raw_socket() noexcept = default;
 
 raw_socket::raw_socket(executor_type ex, std::shared_ptr<detail::raw_socket_core> core) noexcept
-    : executor_(std::move(ex)), core_(std::move(core)) {}
+    : ex_(std::move(ex)), impl_(std::move(core)) {}
 
 raw_socket::raw_socket(raw_socket&& other) noexcept
-    : executor_(other.executor_), core_(std::move(other.core_)) {}
+    : ex_(other.ex_), impl_(std::move(other.impl_)) {}
 
 raw_socket& raw_socket::operator=(raw_socket&& other) noexcept {
   if (this != &other) {
     close();
-    executor_ = other.executor_;
-    core_ = std::move(other.core_);
+    ex_ = other.ex_;
+    impl_ = std::move(other.impl_);
   }
   return *this;
 }
@@ -101,13 +101,13 @@ raw_socket::~raw_socket() {
 }
 
 bool raw_socket::is_open() const noexcept {
-  return core_ && core_->is_open();
+  return impl_ && impl_->is_open();
 }
 
 const detail::raw_socket_core& raw_socket::core() const {
-  if (!core_)
+  if (!impl_)
     throw boost::system::system_error(asio::error::bad_descriptor, "raw_socket is closed");
-  return *core_;
+  return *impl_;
 }
 
 const raw_caps& raw_socket::caps() const {
@@ -116,7 +116,7 @@ const raw_caps& raw_socket::caps() const {
 
 raw_statistics raw_socket::statistics() const {
   core();
-  return core_->statistics();
+  return impl_->statistics();
 }
 
 mac_address raw_socket::interface_mac() const {
@@ -130,17 +130,17 @@ unsigned raw_socket::interface_index() const {
 }
 
 void raw_socket::close() noexcept {
-  if (!core_)
+  if (!impl_)
     return;
   // Lent batches hold the core (and so the backend's buffer memory) until they
   // are released: they may outlive close() and the socket itself.
-  core_->close();
-  core_.reset();
+  impl_->close();
+  impl_.reset();
 }
 
 void raw_socket::cancel() noexcept {
-  if (core_)
-    core_->cancel();
+  if (impl_)
+    impl_->cancel();
 }
 
 flow_handle raw_socket::add_flow(const flow_rule& rule) {
@@ -152,11 +152,11 @@ flow_handle raw_socket::add_flow(const flow_rule& rule) {
 }
 
 flow_handle raw_socket::add_flow(const flow_rule& rule, error_code& ec) {
-  if (!core_) {
+  if (!impl_) {
     ec = asio::error::bad_descriptor;
     return {};
   }
-  return core_->add_flow(rule, ec);
+  return impl_->add_flow(rule, ec);
 }
 
 void raw_socket::set_flow(std::size_t index, const flow_rule& rule) {
@@ -167,11 +167,11 @@ void raw_socket::set_flow(std::size_t index, const flow_rule& rule) {
 }
 
 void raw_socket::set_flow(std::size_t index, const flow_rule& rule, error_code& ec) {
-  if (!core_) {
+  if (!impl_) {
     ec = asio::error::bad_descriptor;
     return;
   }
-  core_->set_flow(index, rule, ec);
+  impl_->set_flow(index, rule, ec);
 }
 
 void raw_socket::clear_flow(std::size_t index) {
@@ -181,11 +181,11 @@ void raw_socket::clear_flow(std::size_t index) {
 }
 
 void raw_socket::clear_flow(std::size_t index, error_code& ec) {
-  if (!core_) {
+  if (!impl_) {
     ec = asio::error::bad_descriptor;
     return;
   }
-  core_->clear_flow(index, ec);
+  impl_->clear_flow(index, ec);
 }
 
 namespace detail {

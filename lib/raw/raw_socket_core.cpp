@@ -35,7 +35,7 @@ raw_socket_core::~raw_socket_core() {
   close();
 }
 
-error_code raw_socket_core::start() {
+error_code raw_socket_core::register_descriptors() {
   const int receive_fd = backend_->receive_fd();
   const int send_fd = backend_->send_fd();
   try { // fd_waiter registers its fd with the reactor, throwing on failure
@@ -276,7 +276,7 @@ void raw_socket_core::start_receive(std::size_t max_packets, std::chrono::nanose
   else if (receive_.active)
     ec = asio::error::already_started;
   else if (max_packets == 0)
-    ec = errc::invalid_option;
+    ec = asio::error::invalid_argument;
   if (ec) {
     pending.complete(executor_, from::user_call, ec, receive_batch());
     return;
@@ -393,7 +393,7 @@ void raw_socket_core::start_acquire(std::size_t n, raw_acquire_operation&& pendi
   else if (acquire_.active)
     ec = asio::error::already_started;
   else if (n == 0)
-    ec = errc::invalid_option;
+    ec = asio::error::invalid_argument;
   if (ec) {
     pending.complete(executor_, from::user_call, ec, send_batch());
     return;
@@ -410,11 +410,11 @@ void raw_socket_core::start_send(send_batch batch, raw_send_operation&& pending)
   else if (send_.active)
     ec = asio::error::already_started;
   else if (!batch.empty() && batch.owner_.get() != this)
-    ec = errc::invalid_option; // buffers of another socket
+    ec = asio::error::invalid_argument; // buffers of another socket
   else
     for (const auto& packet : batch)
       if (packet.length < 14 || packet.length > packet.buffer().size())
-        ec = errc::invalid_option;
+        ec = asio::error::invalid_argument;
   if (ec) {
     // The batch's buffers go back unsent when it is destroyed here.
     pending.complete(executor_, from::user_call, ec);

@@ -40,7 +40,7 @@ public:
   raw_socket_core& operator=(const raw_socket_core&) = delete;
 
   /// Makes the waiters on the backend's descriptors.
-  error_code start();
+  error_code register_descriptors();
 
   const raw_caps& caps() const noexcept { return backend_->caps(); }
   raw_statistics statistics() noexcept { return backend_->statistics(); }

@@ -96,7 +96,7 @@ void connection_request::reject(std::span<const std::byte> private_data, error_c
     return;
   }
   if (private_data.size() > connection_options::max_reject_private_data) {
-    ec = errc::invalid_option;
+    ec = boost::asio::error::invalid_argument;
     return;
   }
   auto request = std::move(request_);

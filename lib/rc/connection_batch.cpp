@@ -56,7 +56,7 @@ void connection_impl::batch(std::span<const batch_entry> entries, size_operation
     sends_.queue(op);
   }
   first->batch_bytes = bytes;
-  start_posting(first);
+  post_or_batch(first);
 }
 
 error_code connection_impl::check_batch(std::span<const batch_entry> entries) const {

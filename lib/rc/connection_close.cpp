@@ -22,7 +22,7 @@ void connection_impl::disconnect(pending_operation<void(error_code)>&& pending) 
   op_started();
   disconnect_handler_.on_cancel(
       [this](asio::cancellation_type) { complete_disconnect(asio::error::operation_aborted); });
-  start_timer(true);
+  arm_timeout(true);
   begin_close({});
 }
 

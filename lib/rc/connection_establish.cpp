@@ -53,7 +53,7 @@ void connection_impl::start_connect(std::string host, std::uint16_t port,
   // A host name: resolve it with Asio's resolver, then continue with rdma_cm.
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(ex_);
   state_ = state::resolving;
-  start_timer(false);
+  arm_timeout(false);
   resolver->async_resolve(host, std::to_string(port), asio::ip::resolver_base::numeric_service,
                           [self = shared_from_this(),
                            resolver](error_code ec, asio::ip::tcp::resolver::results_type results) {
@@ -89,7 +89,7 @@ void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination
   }
   if (state_ != state::resolving) {
     state_ = state::resolving;
-    start_timer(false);
+    arm_timeout(false);
   }
   if (::rdma_resolve_addr(id_.get(), src_ptr, reinterpret_cast<sockaddr*>(&dst),
                           timeout_ms(options_.timeout)) != 0) {
@@ -126,7 +126,7 @@ void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_pt
     fail_establishment(asio::error::operation_aborted, from::user_call);
   });
   state_ = state::accepting;
-  start_timer(false);
+  arm_timeout(false);
   if (::rdma_accept(id_.get(), &param) != 0)
     return fail_establishment(from_errno(), from::user_call);
   // rdma_accept moved the queue pair to RTS: the peer may send from now on.
@@ -223,7 +223,7 @@ error_code connection_impl::create_resources(ibv_context* context) {
     free_send_slots_.push_back(i - 1);
   // Receives must be posted before the peer can send: before connect/accept.
   post_queued();
-  return shared_ ? error_code() : cq_->start();
+  return shared_ ? error_code() : cq_->arm();
 }
 
 error_code connection_impl::create_qp(ibv_qp_init_attr& attr) {
@@ -327,7 +327,7 @@ void connection_impl::finish_establishment(const cm_event& event) {
   state_ = state::open;
   op_finished();
   sync_interest();
-  start_keepalive();
+  arm_keepalive();
   auto handler = std::move(establish_handler_);
   handler.complete(ex_, from::completion_path, error_code(),
                    internal_access::make_connection(shared_from_this()));
@@ -348,7 +348,7 @@ void connection_impl::fail_establishment(error_code ec, from origin) {
   handler.complete(ex_, origin, ec, std::move(result));
 }
 
-void connection_impl::start_timer(bool for_disconnect) {
+void connection_impl::arm_timeout(bool for_disconnect) {
   timer_.expires_after(options_.timeout);
   timer_.async_wait([self = shared_from_this(), for_disconnect](const error_code& ec) {
     if (ec)
@@ -362,7 +362,7 @@ void connection_impl::start_timer(bool for_disconnect) {
 
 // ---------------------------------------------------------------- keepalive
 
-void connection_impl::start_keepalive() {
+void connection_impl::arm_keepalive() {
   if (options_.keepalive_interval.count() == 0 || state_ != state::open)
     return;
   keepalive_timer_.expires_after(options_.keepalive_interval);
@@ -396,7 +396,7 @@ void connection_impl::keepalive_tick() {
                     },
                     ex_));
   }
-  start_keepalive();
+  arm_keepalive();
 }
 
 } // namespace asio_rdma::detail

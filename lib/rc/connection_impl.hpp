@@ -108,10 +108,10 @@ private:
   error_code create_out_of_band_qp(ibv_qp_init_attr& attr);
   void finish_establishment(const cm_event& event);
   void fail_establishment(error_code ec, from origin);
-  void start_timer(bool for_disconnect);
+  void arm_timeout(bool for_disconnect);
   error_code set_ack_timeout();
   error_code set_rnr_timer();
-  void start_keepalive();
+  void arm_keepalive();
   void keepalive_tick();
 
   void schedule_post();
@@ -147,7 +147,7 @@ private:
                 const received_message* message = nullptr);
   operation* new_op(op_kind kind);
   void queue_send(operation* op);
-  void start_posting(operation* op);
+  void post_or_batch(operation* op);
   error_code check_batch(std::span<const batch_entry> entries) const;
   bool finish_batch_part(operation*& op, error_code& ec, std::size_t& bytes);
   void cancel_batch(operation* first);

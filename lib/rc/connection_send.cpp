@@ -89,10 +89,10 @@ void connection_impl::queue_send(operation* op) {
   op->counted = true;
   op_started();
   sends_.queue(op);
-  start_posting(op);
+  post_or_batch(op);
 }
 
-void connection_impl::start_posting(operation* op) {
+void connection_impl::post_or_batch(operation* op) {
   // An idle send queue rings the doorbell at once (latency); otherwise the
   // request joins the batch posted at the end of this io_context turn.
   if (sends_.outstanding() == 0 && !post_scheduled_) {

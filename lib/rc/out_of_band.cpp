@@ -179,7 +179,7 @@ error_code connection_impl::connect_out_of_band(const queue_pair_endpoint& remot
   state_ = state::open;
   self_ = shared_from_this();
   sync_interest();
-  start_keepalive();
+  arm_keepalive();
   return {};
 }
 

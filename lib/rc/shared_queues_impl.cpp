@@ -39,7 +39,7 @@ error_code shared_queues_impl::bind(const std::shared_ptr<device>& dev) {
     return ec;
   cq->attach(weak_from_this(), {&shared_queues_impl::after_batch, this});
   cq->set_mode(options_.completion_mode, options_.adaptive_spin);
-  if ((ec = cq->start()))
+  if ((ec = cq->arm()))
     return ec;
   device_ = dev;
   cq_ = std::move(cq);

@@ -120,7 +120,7 @@ error_code datagram_impl::open(std::string_view address, std::uint16_t port,
   waiting_.reserve(16);
   if ((ec = ring_.post_to(id_->qp)))
     return ec;
-  if ((ec = cq_->start()))
+  if ((ec = cq_->arm()))
     return ec;
   // Peers resolve this socket with SIDR requests to the listening id.
   if (::rdma_listen(id_.get(), 128) != 0)

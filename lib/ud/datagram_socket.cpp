@@ -78,7 +78,7 @@ void datagram_socket::leave(std::string_view group) {
 ibv_qp* datagram_socket::native_queue_pair() const {
   return impl_ ? impl_->qp() : nullptr;
 }
-rdma_cm_id* datagram_socket::native_cm_id() const {
+rdma_cm_id* datagram_socket::native_handle() const {
   return impl_ ? impl_->cm_id() : nullptr;
 }
 

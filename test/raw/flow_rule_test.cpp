@@ -4,6 +4,8 @@
 
 #include <asio_rdma/flow_rule.hpp>
 
+#include <boost/asio/error.hpp>
+
 #include <boost/system/system_error.hpp>
 
 using namespace asio_rdma;
@@ -24,13 +26,13 @@ BOOST_AUTO_TEST_CASE(rejects_bad_mac_text_with_a_clear_error) {
         "01::c2:00:00:00", "01:80:c2:00:00:00 ", "0180c2000000"}) {
     error_code ec;
     parse_mac_address(bad, ec);
-    BOOST_TEST(ec == errc::invalid_option, "accepted \"" << bad << "\"");
+    BOOST_TEST(ec == boost::asio::error::invalid_argument, "accepted \"" << bad << "\"");
   }
   try {
     parse_mac_address("01:80:zz:00:00:00");
     BOOST_FAIL("no exception");
   } catch (const boost::system::system_error& e) {
-    BOOST_TEST(e.code() == errc::invalid_option);
+    BOOST_TEST(e.code() == boost::asio::error::invalid_argument);
     BOOST_TEST(std::string(e.what()).find("01:80:zz:00:00:00") != std::string::npos);
   }
 }
@@ -43,7 +45,7 @@ BOOST_AUTO_TEST_CASE(parses_dotted_ipv4) {
                           "01234.1.1.1", "a.b.c.d", "1.2.3.-4", "0x7f.0.0.1"}) {
     error_code ec;
     parse_ipv4_address(bad, ec);
-    BOOST_TEST(ec == errc::invalid_option, "accepted \"" << bad << "\"");
+    BOOST_TEST(ec == boost::asio::error::invalid_argument, "accepted \"" << bad << "\"");
   }
   BOOST_CHECK_THROW(parse_ipv4_address("1.2.3.999"), boost::system::system_error);
 }

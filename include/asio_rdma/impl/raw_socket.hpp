@@ -78,7 +78,7 @@ template <typename CompletionToken>
 auto raw_socket::async_receive(std::size_t max_packets, std::chrono::nanoseconds timeout,
                                CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, receive_batch)>(
-      detail::initiate_async_raw_receive(core_.get(), executor_), token, max_packets, timeout);
+      detail::initiate_async_raw_receive(impl_.get(), ex_), token, max_packets, timeout);
 }
 
 template <typename CompletionToken>
@@ -90,18 +90,18 @@ requires(!std::is_convertible_v<CompletionToken, std::chrono::nanoseconds>) auto
 template <typename CompletionToken>
 auto raw_socket::async_acquire(std::size_t n, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, send_batch)>(
-      detail::initiate_async_raw_acquire(core_.get(), executor_), token, n);
+      detail::initiate_async_raw_acquire(impl_.get(), ex_), token, n);
 }
 
 template <typename CompletionToken>
 auto raw_socket::async_send(send_batch batch, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-      detail::initiate_async_raw_send(core_.get(), executor_), token, std::move(batch));
+      detail::initiate_async_raw_send(impl_.get(), ex_), token, std::move(batch));
 }
 
 template <typename CompletionToken> auto raw_socket::async_flush(CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-      detail::initiate_async_raw_flush(core_.get(), executor_), token);
+      detail::initiate_async_raw_flush(impl_.get(), ex_), token);
 }
 
 } // namespace asio_rdma
