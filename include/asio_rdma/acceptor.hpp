@@ -3,7 +3,7 @@
 
 #include <asio_rdma/connection.hpp>
 #include <asio_rdma/connection_request.hpp>
-#include <asio_rdma/detail/initiation.hpp>
+#include <asio_rdma/detail/pending_operation.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -14,7 +14,7 @@ namespace asio_rdma {
 namespace detail {
 class acceptor_impl;
 using request_operation = pending_operation<void(error_code, connection_request)>;
-// The acceptor's entries into lib/ (see detail/initiation.hpp).
+// The acceptor's entries into lib/ (see detail/pending_operation.hpp).
 void start_accept_request(acceptor_impl* impl, request_operation&& pending);
 void start_accept(acceptor_impl* impl, connection_operation&& pending);
 

@@ -9,27 +9,21 @@
 namespace asio_rdma {
 
 namespace detail {
-// async_connect's entry into lib/ (see detail/initiation.hpp).
+// async_connect's entry into lib/ (see detail/pending_operation.hpp).
 void start_connect(const boost::asio::any_io_executor& ex, std::string host, std::uint16_t port,
                    const connection_options& options, connection_operation&& pending);
 
-/// async_connect. The executor is held by value: it is the caller's argument, which a
-/// deferred operation outlives.
-class initiate_async_connect {
+/// async_connect. No I/O object yet; the executor the connection will run on is held by
+/// value: it is the caller's argument, which a deferred operation outlives.
+class initiate_async_connect : public io_initiation<no_object, executor_held::by_value> {
 public:
-  using executor_type = boost::asio::any_io_executor;
-  explicit initiate_async_connect(executor_type ex) noexcept : ex_(std::move(ex)) {}
-  /// The executor the connection will run on.
-  executor_type get_executor() const noexcept { return ex_; }
+  using io_initiation::io_initiation;
   template <typename Handler>
   void operator()(Handler&& handler, std::string host, std::uint16_t port,
                   const connection_options& options) const {
-    start_connect(ex_, std::move(host), port, options,
-                  connection_operation(std::forward<Handler>(handler), ex_));
+    start_connect(io(), std::move(host), port, options,
+                  pending<void(error_code, connection)>(std::forward<Handler>(handler)));
   }
-
-private:
-  executor_type ex_;
 };
 } // namespace detail
 

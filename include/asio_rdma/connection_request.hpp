@@ -18,7 +18,7 @@ struct pending_request_deleter {
   void operator()(pending_request* request) const noexcept;
 };
 using pending_request_ptr = std::unique_ptr<pending_request, pending_request_deleter>;
-// connection_request::async_accept's entry into lib/ (see detail/initiation.hpp).
+// connection_request::async_accept's entry into lib/ (see detail/pending_operation.hpp).
 void start_accept_request_as_connection(pending_request_ptr request,
                                         const connection_options& options,
                                         connection_operation&& pending);
@@ -27,25 +27,19 @@ void start_accept_request_as_connection(pending_request_ptr request,
 /// already decided (or moved from) completes with not_connected, posted.
 /// The executor is held by value: the request may be gone before a deferred operation
 /// starts (it is decided when async_accept returns).
-class initiate_async_accept_connection_request {
+class initiate_async_accept_connection_request
+    : public io_initiation<no_object, executor_held::by_value> {
 public:
-  using executor_type = boost::asio::any_io_executor;
-  explicit initiate_async_accept_connection_request(executor_type ex) noexcept
-      : ex_(std::move(ex)) {}
-  /// The executor the connection will run on (the acceptor's).
-  executor_type get_executor() const noexcept { return ex_; }
+  using io_initiation::io_initiation;
   template <typename Handler>
   void operator()(Handler&& handler, pending_request_ptr request,
                   const connection_options& options) const {
     if (!request)
-      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
-                         connection());
-    start_accept_request_as_connection(std::move(request), options,
-                                       connection_operation(std::forward<Handler>(handler), ex_));
+      return closed(std::move(handler), boost::asio::error::not_connected, connection());
+    start_accept_request_as_connection(
+        std::move(request), options,
+        pending<void(error_code, connection)>(std::forward<Handler>(handler)));
   }
-
-private:
-  executor_type ex_;
 };
 } // namespace detail
 

@@ -20,7 +20,7 @@
 
 #include <asio_rdma/completion_mode.hpp>
 #include <asio_rdma/detail/buffer_array.hpp>
-#include <asio_rdma/detail/initiation.hpp>
+#include <asio_rdma/detail/pending_operation.hpp>
 #include <asio_rdma/detail/handlers.hpp>
 #include <asio_rdma/error.hpp>
 
@@ -211,7 +211,7 @@ private:
 };
 
 namespace detail {
-// The datagram socket's entries into lib/ (see detail/initiation.hpp).
+// The datagram socket's entries into lib/ (see detail/pending_operation.hpp).
 using endpoint_operation = pending_operation<void(error_code, datagram_endpoint)>;
 using datagram_receive_operation =
     pending_operation<void(error_code, std::size_t, datagram_endpoint)>;

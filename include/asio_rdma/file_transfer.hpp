@@ -12,7 +12,7 @@
 
 #include <asio_rdma/acceptor.hpp>
 #include <asio_rdma/connection.hpp>
-#include <asio_rdma/detail/initiation.hpp>
+#include <asio_rdma/detail/pending_operation.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
@@ -137,7 +137,7 @@ struct transfer_result {
 };
 
 namespace detail {
-// The sender's entry into lib/ (see detail/initiation.hpp).
+// The sender's entry into lib/ (see detail/pending_operation.hpp).
 using transfer_operation = pending_operation<void(error_code, transfer_result)>;
 void start_send_paths(connection& conn, std::filesystem::path path, bool tree,
                       const file_transfer_options& options, transfer_operation&& pending);
@@ -155,8 +155,8 @@ public:
   void operator()(Handler&& handler, const std::filesystem::path& path,
                   const file_transfer_options& options) const {
     if (!conn_->is_open())
-      return post_result(std::move(handler), error_code(boost::asio::error::not_connected),
-                         transfer_result());
+      return post_result(conn_->get_executor(), std::move(handler),
+                         error_code(boost::asio::error::not_connected), transfer_result());
     start_send_paths(*conn_, path, tree_, options,
                      transfer_operation(std::forward<Handler>(handler), conn_->get_executor()));
   }
@@ -344,7 +344,7 @@ using receive_session_callback = std::function<void(error_code, const receive_re
 
 namespace detail {
 class file_receiver_impl;
-// The receiver's entries into lib/ (see detail/initiation.hpp).
+// The receiver's entries into lib/ (see detail/pending_operation.hpp).
 using receive_one_operation = pending_operation<void(error_code, receive_result)>;
 void start_receive_one(const std::shared_ptr<file_receiver_impl>& impl,
                        receive_one_operation&& pending);

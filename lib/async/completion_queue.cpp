@@ -105,7 +105,7 @@ void completion_queue::spin() {
     return;
   int found = 0;
   for (int i = 0; i < spin_polls && found < batch_size && interest_ > 0 && !stopped_; ++i)
-    found += poll_unguarded();
+    found += poll_unguarded(from::completion_path);
   const auto now = std::chrono::steady_clock::now();
   if (found > 0)
     last_activity_ = now;
@@ -130,13 +130,13 @@ void completion_queue::drain_events() {
   // reference to the owner, and with it to this queue).
   auto keep_alive = shared_from_this();
   auto owner = owner_.lock();
-  cq_.take_event(channel_.get()); // one event at most (event_counted_cq.hpp says why)
+  cq_.take_event(channel_.get()); // one event at most (verbs/completion.hpp says why)
   // Re-arm before the final drain: a completion that arrives after the last
   // poll then raises a new event instead of being stranded.
   cq_.arm();
   armed_ = true;
   if (owner)
-    poll_unguarded();
+    poll_unguarded(from::completion_path);
   if (mode_ == completion_mode::adaptive && interest_ > 0) {
     // Activity: poll for a while instead of waiting for the next event.
     last_activity_ = std::chrono::steady_clock::now();
@@ -152,13 +152,10 @@ int completion_queue::poll() {
   auto owner = owner_.lock();
   if (!owner)
     return 0;
-  defers_handlers_ = true;
-  const int dispatched = poll_unguarded();
-  defers_handlers_ = false;
-  return dispatched;
+  return poll_unguarded(from::user_call);
 }
 
-int completion_queue::poll_unguarded() {
+int completion_queue::poll_unguarded(from origin) {
   if (polling_)
     return 0;
   polling_ = true;
@@ -169,8 +166,8 @@ int completion_queue::poll_unguarded() {
     if (n <= 0)
       break; // empty, or a failed poll: nothing to dispatch
     for (int i = 0; i < n; ++i) {
-      auto* target = completion_target::from(wc[i]);
-      target->on_complete(target, wc[i]);
+      auto* target = completion_target::of(wc[i]);
+      target->on_complete(target, wc[i], origin);
     }
     dispatched += n;
     if (n < batch_size)

@@ -1,10 +1,8 @@
 // A completion queue and its completion channel, waited on by the io_context.
 #pragma once
 
-#include "async/callback.hpp"
 #include "verbs/completion.hpp"
 #include "async/fd_waiter.hpp"
-#include "verbs/event_counted_cq.hpp"
 #include "verbs/handles.hpp"
 
 #include <asio_rdma/connection_options.hpp>
@@ -62,23 +60,21 @@ public:
   /// Polls until the queue is empty, dispatching every completion; returns
   /// how many. Safe to call from a completion handler (re-entrant calls
   /// return 0 at once). For callers outside the completion path (an initiating
-  /// function, close()): while it runs, defers_handlers() is true.
+  /// function, close()): the completions it finds are dispatched as from::user_call, so
+  /// their handlers are posted, never run inside that call (Asio runs no handler inside
+  /// an initiating function). From the fd wait and the busy-poll loop (the completion
+  /// path) they are dispatched as from::completion_path.
   int poll();
 
-  /// True while poll() dispatches completions (a handler runs inside it).
+  /// True while completions are being dispatched (a handler runs inside a poll).
   bool polling() const { return polling_; }
-
-  /// True while the completions being dispatched were found by poll(), i.e. inside a
-  /// user's call: their handlers are then posted, never run inside that call (Asio runs
-  /// no handler inside an initiating function). From the fd wait and the busy-poll loop
-  /// (the completion path) handlers run directly.
-  bool defers_handlers() const { return defers_handlers_; }
 
 private:
   static void on_readable(void* self) { static_cast<completion_queue*>(self)->drain_events(); }
   void drain_events();
-  /// poll() for a caller that already keeps this queue and its owner alive.
-  int poll_unguarded();
+  /// poll() for a caller that already keeps this queue and its owner alive; each
+  /// completion is dispatched as found from `origin`.
+  int poll_unguarded(from origin);
   void listen_to_channel(bool on);
   void schedule_spin();
   void spin();
@@ -95,7 +91,6 @@ private:
   callback after_batch_;
   std::weak_ptr<void> owner_;
   bool polling_ = false;
-  bool defers_handlers_ = false;
   bool stopped_ = false;
   completion_mode mode_ = completion_mode::event;
   std::chrono::microseconds spin_{0};

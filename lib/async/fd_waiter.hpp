@@ -9,8 +9,6 @@
 #pragma once
 
 #include "asio_alias.hpp"
-#include "async/callback.hpp"
-#include "async/single_block_allocator.hpp"
 
 #include <asio_rdma/error.hpp>
 
@@ -22,6 +20,60 @@
 #include <memory>
 
 namespace asio_rdma::detail {
+
+// The one shape of a callback in the layers below the I/O objects: a function pointer and
+// its context. No std::function, no virtual call, no allocation: the fd waiter's "readable"
+// and the completion queue's "batch done" are both this. (A work request's completion
+// target is the same idea with the target as its own context: verbs/completion.hpp.)
+struct callback {
+  void (*function)(void* context) = nullptr;
+  void* context = nullptr;
+
+  explicit operator bool() const noexcept { return function != nullptr; }
+  void operator()() const { function(context); }
+};
+
+
+// The memory of the waiter's reactor wait: one block kept by the waiter, for an operation
+// that runs one at a time. Its memory then never comes from the heap nor from Asio's
+// per-thread recycling cache, which holds two blocks, so that two other handlers alive at
+// the same time (a send's and a receive's) still fit in that cache. A request that does
+// not fit, or comes while the block is taken, goes to the heap: correct, only slower.
+template <std::size_t Size> struct single_block {
+  bool in_use = false;
+  alignas(std::max_align_t) std::byte bytes[Size];
+};
+
+template <typename T, std::size_t Size> struct single_block_allocator {
+  using value_type = T;
+  template <typename U> struct rebind { using other = single_block_allocator<U, Size>; };
+
+  single_block<Size>* block;
+
+  explicit single_block_allocator(single_block<Size>* b) noexcept : block(b) {}
+  template <typename U>
+  single_block_allocator(const single_block_allocator<U, Size>& other) noexcept
+      : block(other.block) {}
+
+  T* allocate(std::size_t n) {
+    if (!block->in_use && n * sizeof(T) <= Size && alignof(T) <= alignof(std::max_align_t)) {
+      block->in_use = true;
+      return reinterpret_cast<T*>(block->bytes);
+    }
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (reinterpret_cast<std::byte*>(p) == block->bytes)
+      block->in_use = false;
+    else
+      std::allocator<T>().deallocate(p, n);
+  }
+  template <typename U>
+  bool operator==(const single_block_allocator<U, Size>& other) const noexcept {
+    return block == other.block;
+  }
+};
+
 
 class fd_waiter {
 public:
@@ -45,7 +97,7 @@ public:
 
   void add_interest(direction d = read) {
     if (sides_[d].interest++ == 0)
-      arm(d);
+      d == read ? arm<read>() : arm<write>();
   }
   void remove_interest(direction d = read) {
     if (--sides_[d].interest == 0 && sides_[d].armed) {
@@ -84,23 +136,26 @@ private:
     bool armed = false;
   };
 
-  void arm(direction d) {
-    side& s = sides_[d];
+  // The direction is a template argument, so the wait handler that runs on every
+  // wake-up indexes nothing at run time (the read side costs what a read-only waiter
+  // would).
+  template <direction D> void arm() {
+    side& s = sides_[D];
     if (s.armed || s.interest == 0 || stopped_)
       return;
     s.armed = true;
-    const auto type = d == read ? boost::asio::posix::stream_descriptor::wait_read
-                                : boost::asio::posix::stream_descriptor::wait_write;
+    constexpr auto type = D == read ? boost::asio::posix::stream_descriptor::wait_read
+                                    : boost::asio::posix::stream_descriptor::wait_write;
     descriptor_.async_wait(
         type, boost::asio::bind_allocator(
-                  wait_allocator(&state_->memory), [this, state = state_, d](const error_code& ec) {
+                  wait_allocator(&state_->memory), [this, state = state_](const error_code& ec) {
                     if (!state->alive)
                       return; // cancelled by the destructor; `this` is gone
-                    sides_[d].armed = false;
+                    sides_[D].armed = false;
                     if (!ec && !stopped_)
-                      sides_[d].on_ready();
+                      sides_[D].on_ready();
                     if (state->alive) // what on_ready ran may have destroyed us
-                      arm(d);         // if still wanted
+                      arm<D>();       // if still wanted
                   }));
   }
 

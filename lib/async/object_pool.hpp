@@ -2,7 +2,10 @@
 // steady state allocates nothing; and the intrusive queue the data path keeps them in.
 #pragma once
 
+#include <boost/assert.hpp>
 #include <boost/intrusive/list.hpp>
+
+#include <algorithm>
 
 #include <cstddef>
 #include <iterator>
@@ -65,8 +68,12 @@ public:
     auto it = std::next(list_.iterator_to(*object));
     return it == list_.end() ? nullptr : &*it;
   }
-  /// Removes `object`, which is in this queue.
-  void remove(T* object) noexcept { list_.erase(list_.iterator_to(*object)); }
+  /// Removes `object`, which must be in this queue: a normal link keeps no state that
+  /// could tell, so builds with assertions look for it (O(n), never in a release build).
+  void remove(T* object) noexcept {
+    BOOST_ASSERT_MSG(holds(object), "intrusive_queue::remove: not in this queue");
+    list_.erase(list_.iterator_to(*object));
+  }
 
   /// Unlinks the last `count` objects (all if fewer) and passes each to `f`, oldest first.
   template <typename F> void drop_tail(std::size_t count, F&& f) {
@@ -81,6 +88,10 @@ public:
   }
 
 private:
+  bool holds(const T* object) const noexcept {
+    return std::any_of(list_.begin(), list_.end(), [object](const T& o) { return &o == object; });
+  }
+
   boost::intrusive::list<T, boost::intrusive::base_hook<queue_hook>,
                          boost::intrusive::constant_time_size<false>>
       list_;

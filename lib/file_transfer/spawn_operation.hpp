@@ -16,20 +16,34 @@
 
 #include <cerrno>
 #include <exception>
+#include <new>
+#include <system_error>
 #include <memory>
 #include <utility>
 
 namespace asio_rdma::detail {
 
-/// The error a coroutine's exception stands for: a system_error's code, else ENOMEM
-/// (only bad_alloc gets that far).
+/// The error a coroutine's exception stands for: a system_error's code (Boost's, or the
+/// standard library's, as std::filesystem throws), ENOMEM for bad_alloc, and for anything
+/// else (a defect in the library: nothing it calls throws another) ENOTRECOVERABLE, never
+/// a made-up "out of memory".
 inline error_code exception_error(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
   } catch (const boost::system::system_error& x) {
     return x.code();
-  } catch (...) {
+  } catch (const std::system_error& x) {
+    // errno values keep their own category (Boost would wrap std's and renumber them).
+    const std::error_code& c = x.code();
+    if (c.category() == std::generic_category())
+      return error_code(c.value(), boost::system::generic_category());
+    if (c.category() == std::system_category())
+      return error_code(c.value(), boost::system::system_category());
+    return error_code(c);
+  } catch (const std::bad_alloc&) {
     return error_code(ENOMEM, boost::system::system_category());
+  } catch (...) {
+    return error_code(ENOTRECOVERABLE, boost::system::system_category());
   }
 }
 

@@ -2,7 +2,7 @@
 
 #include "raw/verbs_device.hpp"
 #include "raw/verbs_flow.hpp"
-#include "verbs/event_counted_cq.hpp"
+#include "verbs/completion.hpp"
 #include "verbs/handles.hpp"
 #include "verbs/receive_ring.hpp"
 #include "verbs/verbs_error.hpp"

@@ -95,13 +95,6 @@ void connection_impl::begin_close(error_code reason) {
   maybe_finish_close();
 }
 
-void connection_impl::maybe_finish_close() {
-  // Receive buffers belong to the library: destroying the queue pair is
-  // enough to stop the device from using them, so only sends are awaited.
-  if (state_ == state::closing && sends_.outstanding() == 0)
-    finish_close();
-}
-
 void connection_impl::finish_close() {
   drain_timer_.cancel();
   teardown();
@@ -135,33 +128,9 @@ void connection_impl::teardown() {
 
 // ---------------------------------------------------------------- interest
 
-void connection_impl::op_started() {
-  if (user_ops_++ != 0)
-    return;
-  if (interest_sync_pending_) {
-    // The last operation finished in this CQ batch and the waits are still
-    // held: nothing to change.
-    interest_sync_pending_ = false;
-    return;
-  }
-  sync_interest();
-}
-
-void connection_impl::op_finished() {
-  if (user_ops_ > 0 && --user_ops_ == 0) {
-    // Inside a batch of our own CQ, a handler usually starts the next
-    // operation at once (a ping-pong): keep waiting on the CQ until the batch
-    // ends instead of dropping and re-adding the wait per operation.
-    if (cq_ && !shared_ && cq_->polling() && state_ == state::open)
-      interest_sync_pending_ = true;
-    else
-      sync_interest();
-  }
-}
-
 void connection_impl::sync_interest() {
-  interest_sync_pending_ = false; // whatever was deferred is decided now
-  const bool wanted = user_ops_ > 0;
+  ops_.updating(); // whatever was deferred is decided now
+  const bool wanted = ops_.any();
   // An open connection must answer the peer's disconnect request (the CM
   // waits for our reply), so its CM events are always awaited; completions
   // only while an operation needs them.

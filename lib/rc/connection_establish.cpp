@@ -375,26 +375,24 @@ void connection_impl::arm_keepalive() {
 void connection_impl::keepalive_tick() {
   if (state_ != state::open)
     return;
-  // Posted user work is bounded by the transport's retries; while it waits,
-  // a living but slow receiver may hold it by RNR for as long as it likes.
-  const bool user_work_posted = sends_.outstanding() > (probe_outstanding_ ? 1u : 0u);
-  if (activity_ != activity_at_last_tick_ || user_work_posted)
-    silent_intervals_ = 0;
-  else if (++silent_intervals_ >= options_.keepalive_count)
+  switch (keepalive_.tick(completions_, sends_.outstanding())) {
+  case keepalive_monitor::verdict::peer_lost:
     return begin_close(asio::error::timed_out);
-  activity_at_last_tick_ = activity_;
-  if (silent_intervals_ > 0 && !probe_outstanding_ && sends_.outstanding() == 0) {
+  case keepalive_monitor::verdict::send_probe: {
     // A zero-length RDMA write: acknowledged by the peer's transport, it needs
     // no receive buffer, no memory and no rkey there (IBTA C9-88).
     work_request probe;
     probe.op = work_request::kind::write;
-    probe_outstanding_ = true;
     work(probe, size_operation(
                     [weak = weak_from_this()](error_code, std::size_t) {
                       if (auto self = weak.lock())
-                        self->probe_outstanding_ = false;
+                        self->keepalive_.probe_finished();
                     },
                     ex_));
+    break;
+  }
+  case keepalive_monitor::verdict::keep_waiting:
+    break;
   }
   arm_keepalive();
 }

@@ -7,6 +7,8 @@
 #include "cm/cm_channel.hpp"
 #include "rc/arrival_queue.hpp"
 #include "rc/close_reason.hpp"
+#include "rc/keepalive_monitor.hpp"
+#include "rc/operation_count.hpp"
 #include "rc/operation.hpp"
 #include "verbs/receive_ring.hpp"
 #include "rc/send_window.hpp"
@@ -69,7 +71,7 @@ public:
 
   /// A receive completed into slot `index` of this connection's receive ring
   /// (its own, or the shared receive queue's).
-  void handle_receive(std::uint32_t index, const ibv_wc& wc);
+  void handle_receive(std::uint32_t index, const ibv_wc& wc, from origin);
   /// Sends or released receive buffers are waiting to be posted.
   bool has_unposted_work() const {
     return sends_.has_queued() || (!shared_ && receives_->has_released());
@@ -118,31 +120,34 @@ private:
   void post_sends(ibv_qp* qp);
   void prepare_send(operation* op);
   void release_send_slot(operation* op);
-  void finish_posted(operation* op, ibv_wc_status status);
+  void finish_posted(operation* op, ibv_wc_status status, from origin);
   static void after_cq_batch(void* self);
-  static void on_send_complete(completion_target* target, const ibv_wc& wc);
-  static void on_receive_complete(completion_target* target, const ibv_wc& wc);
-  void deliver(operation* op);
+  static void on_send_complete(completion_target* target, const ibv_wc& wc, from origin);
+  static void on_receive_complete(completion_target* target, const ibv_wc& wc, from origin);
+  void deliver(operation* op, from origin);
   /// Completes receive `op` with `msg`, which is no longer queued, and frees its slot.
-  void hand_over(operation* op, const arrived_message& msg);
+  void hand_over(operation* op, const arrived_message& msg, from origin);
   void release_receive(std::uint32_t slot);
   error_code check_work(const work_request& request) const;
   void prepare_work(operation* op, const work_request& request);
-  void deliver_waiting();
+  void deliver_waiting(from origin);
   void schedule_delivery();
   void fail_waiting_receives(from origin);
 
   /// Enters the closing state: the queue pair goes to error so that posted
   /// work flushes; queued operations complete with the terminal error.
   void begin_close(error_code reason);
-  void maybe_finish_close();
+  /// Finishes a close once no posted send is left (receive buffers need no wait).
+  void maybe_finish_close() {
+    if (state_ == state::closing && sends_.outstanding() == 0)
+      finish_close();
+  }
   void finish_close();
   void teardown();
   void complete_disconnect(error_code ec);
 
-  /// Completes `op` from `origin` (a completion that a user's poll found counts as the
-  /// user's call): a receive with `message` (its size `bytes` when there is none), any
-  /// other operation with `bytes`.
+  /// Completes `op` from `origin`: a receive with `message` (its size `bytes` when there
+  /// is none), any other operation with `bytes`.
   void complete(operation* op, error_code ec, std::size_t bytes, from origin,
                 const received_message* message = nullptr);
   operation* new_op(op_kind kind);
@@ -153,9 +158,16 @@ private:
   void cancel_batch(operation* first);
 
   // A pending user operation needs the CM channel and the CQ waited on; an
-  // idle connection leaves no work in the io_context (see fd_waiter).
-  void op_started();
-  void op_finished();
+  // idle connection leaves no work in the io_context (operation_count.hpp).
+  void op_started() {
+    if (ops_.started())
+      sync_interest();
+  }
+  void op_finished() {
+    // Inside a batch of our own CQ the update waits for the batch's end (after_cq_batch).
+    if (ops_.finished(cq_ && !shared_ && cq_->polling() && state_ == state::open))
+      sync_interest();
+  }
   void sync_interest();
 
   asio::any_io_executor ex_;
@@ -196,12 +208,9 @@ private:
   send_window<operation> sends_; // queued and posted sends, one-sided work, atomics
   bool post_scheduled_ = false;
   bool delivery_scheduled_ = false;
-  std::uint32_t user_ops_ = 0;
-  bool channel_interest_ = false;
+  operation_count ops_;          // pending user operations
+  bool channel_interest_ = false; // the waits held for them
   bool cq_interest_ = false;
-  // The last operation finished inside a CQ batch: sync_interest() when the
-  // batch ends (after_cq_batch).
-  bool interest_sync_pending_ = false;
 
   close_reason ending_; // why the connection left the open state: what operations get
 
@@ -211,13 +220,11 @@ private:
   asio::steady_timer timer_;       // establishment and disconnect timeout
   asio::steady_timer drain_timer_; // bound on waiting for flushes when closing
 
-  // Keepalive (connection_options::keepalive_interval): completions counted,
-  // compared once per interval.
+  // Keepalive (connection_options::keepalive_interval): the timer here, the decision in
+  // keepalive_; completions_ counts the completions it compares once per interval.
   asio::steady_timer keepalive_timer_;
-  std::uint32_t activity_ = 0;
-  std::uint32_t activity_at_last_tick_ = 0;
-  std::uint32_t silent_intervals_ = 0;
-  bool probe_outstanding_ = false;
+  keepalive_monitor keepalive_;
+  std::uint32_t completions_ = 0;
 
   /// Keeps the implementation alive while the device may still complete work
   /// into its memory, even after the user's connection object is gone.

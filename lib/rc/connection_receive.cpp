@@ -50,19 +50,20 @@ void connection_impl::schedule_delivery() {
   delivery_scheduled_ = true;
   asio::post(ex_, [self = shared_from_this()] {
     self->delivery_scheduled_ = false;
-    self->deliver_waiting();
+    self->deliver_waiting(from::completion_path);
     self->post_queued(); // repost the buffers just emptied
   });
 }
 
-void connection_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
+void connection_impl::on_receive_complete(completion_target* target, const ibv_wc& wc,
+                                          from origin) {
   auto* slot = static_cast<receive_slot*>(target);
   auto* self = static_cast<connection_impl*>(slot->owner);
-  self->handle_receive(slot->index, wc);
+  self->handle_receive(slot->index, wc, origin);
 }
 
-void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc) {
-  ++activity_;
+void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc, from origin) {
+  ++completions_;
   if (wc.status == IBV_WC_SUCCESS) {
     const arrived_message msg = arrived_message::from(index, wc);
     operation* waiting = waiting_receives_.front();
@@ -70,7 +71,7 @@ void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc) {
     // message over without queueing it. Otherwise it queues, in arrival order.
     if (waiting && arrived_.empty() && fits(msg, waiting->destination)) {
       waiting_receives_.pop();
-      hand_over(waiting, msg);
+      hand_over(waiting, msg, origin);
     } else {
       arrived_.push(msg);
     }
@@ -79,15 +80,15 @@ void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc) {
     if (wc.status != IBV_WC_WR_FLUSH_ERR)
       begin_close(make_wc_error(wc.status));
   }
-  deliver_waiting();
+  deliver_waiting(origin);
   maybe_finish_close();
 }
 
-void connection_impl::deliver_waiting() {
+void connection_impl::deliver_waiting(from origin) {
   while (!waiting_receives_.empty() && !arrived_.empty())
-    deliver(waiting_receives_.pop());
+    deliver(waiting_receives_.pop(), origin);
   if (state_ == state::closing || state_ == state::closed)
-    fail_waiting_receives(from::completion_path);
+    fail_waiting_receives(origin);
 }
 
 void connection_impl::fail_waiting_receives(from origin) {
@@ -97,15 +98,15 @@ void connection_impl::fail_waiting_receives(from origin) {
     complete(waiting_receives_.pop(), ending_.for_receive(), 0, origin);
 }
 
-void connection_impl::deliver(operation* op) {
+void connection_impl::deliver(operation* op, from origin) {
   const arrived_message msg = arrived_.front();
   if (!fits(msg, op->destination))
-    return complete(op, errc::buffer_too_small, 0, from::completion_path); // message stays queued
+    return complete(op, errc::buffer_too_small, 0, origin); // message stays queued
   arrived_.pop(); // before the handler runs: it may start the next receive
-  hand_over(op, msg);
+  hand_over(op, msg, origin);
 }
 
-void connection_impl::hand_over(operation* op, const arrived_message& msg) {
+void connection_impl::hand_over(operation* op, const arrived_message& msg, from origin) {
   if (!msg.rdma_write)
     scatter(receives_->slot(msg.slot), msg.length, op->destination);
   release_receive(msg.slot);
@@ -114,7 +115,7 @@ void connection_impl::hand_over(operation* op, const arrived_message& msg) {
   if (msg.has_immediate)
     result.immediate = msg.immediate;
   result.rdma_write = msg.rdma_write;
-  complete(op, {}, msg.length, from::completion_path, &result);
+  complete(op, {}, msg.length, origin, &result);
 }
 
 void connection_impl::release_receive(std::uint32_t slot) {

@@ -231,10 +231,8 @@ void connection_impl::after_cq_batch(void* context) {
   auto* self = static_cast<connection_impl*>(context);
   if (self->has_unposted_work())
     self->post_queued();
-  if (self->interest_sync_pending_) {
-    self->interest_sync_pending_ = false;
+  if (self->ops_.batch_ended())
     self->sync_interest();
-  }
 }
 
 void connection_impl::post_queued() {
@@ -325,25 +323,26 @@ void connection_impl::release_send_slot(operation* op) {
   }
 }
 
-void connection_impl::on_send_complete(completion_target* target, const ibv_wc& wc) {
+void connection_impl::on_send_complete(completion_target* target, const ibv_wc& wc,
+                                       from origin) {
   auto* op = static_cast<operation*>(target);
   connection_impl* self = op->owner;
-  ++self->activity_;
+  ++self->completions_;
   // A shared CQ does not keep this connection alive through the batch.
   std::shared_ptr<connection_impl> keep_alive;
   if (self->shared_)
     keep_alive = self->shared_from_this();
   // Unsignalled requests posted before this one have completed successfully.
   self->sends_.completed(op, wc.status,
-                        [self](operation* done, ibv_wc_status status) {
-                          self->finish_posted(done, status);
+                        [self, origin](operation* done, ibv_wc_status status) {
+                          self->finish_posted(done, status, origin);
                         });
   if (self->shared_ && self->sends_.has_queued())
     self->schedule_post(); // no per-connection batch end on a shared CQ
   self->maybe_finish_close();
 }
 
-void connection_impl::finish_posted(operation* op, ibv_wc_status status) {
+void connection_impl::finish_posted(operation* op, ibv_wc_status status, from origin) {
   std::uint64_t value = op->length;
   if (op->atomic && status == IBV_WC_SUCCESS)
     std::memcpy(&value, atomic_block_.slot(op->send_slot), sizeof value);
@@ -355,7 +354,7 @@ void connection_impl::finish_posted(operation* op, ibv_wc_status status) {
     ec = make_wc_error(status);
     begin_close(ec);
   }
-  complete(op, ec, ec ? 0 : value, from::completion_path);
+  complete(op, ec, ec ? 0 : value, origin);
 }
 
 void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, from origin,
@@ -363,8 +362,6 @@ void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, 
   if (op->batch && !finish_batch_part(op, ec, bytes))
     return; // other requests of its batch are outstanding
   const bool counted = op->counted;
-  if (cq_ && cq_->defers_handlers())
-    origin = from::user_call; // found by a poll the user's call made
   if (op->kind == op_kind::receive) {
     auto handler = std::move(op->receive_handler);
     op_pool_.put(op);

@@ -47,7 +47,8 @@ error_code shared_queues_impl::bind(const std::shared_ptr<device>& dev) {
   return {};
 }
 
-void shared_queues_impl::on_receive(completion_target* target, const ibv_wc& wc) {
+void shared_queues_impl::on_receive(completion_target* target, const ibv_wc& wc,
+                                    from origin) {
   auto* slot = static_cast<receive_slot*>(target);
   auto* self = static_cast<shared_queues_impl*>(slot->owner);
   self->in_batch_ = true;
@@ -58,7 +59,7 @@ void shared_queues_impl::on_receive(completion_target* target, const ibv_wc& wc)
   }
   // A handler run from here may drop the user's last reference.
   auto keep_alive = conn->shared_from_this();
-  conn->handle_receive(slot->index, wc);
+  conn->handle_receive(slot->index, wc, origin);
 }
 
 void shared_queues_impl::after_batch(void* context) {

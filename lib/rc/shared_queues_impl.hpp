@@ -39,7 +39,7 @@ public:
   void release(std::uint32_t slot);
 
 private:
-  static void on_receive(completion_target* target, const ibv_wc& wc);
+  static void on_receive(completion_target* target, const ibv_wc& wc, from origin);
   static void after_batch(void* self);
   void post_released();
   connection_impl* find(std::uint32_t qp_num) const;

@@ -323,7 +323,8 @@ void datagram_impl::post_send(send_slot& slot, std::span<const std::byte> data, 
   cq_->add_interest();
 }
 
-void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc) {
+void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc,
+                                     from origin) {
   auto& slot = *static_cast<send_slot*>(target);
   auto& self = *slot.owner;
   --self.posted_sends_;
@@ -356,14 +357,13 @@ void datagram_impl::on_send_complete(completion_target* target, const ibv_wc& wc
     ec = boost::asio::error::operation_aborted;
   else if (wc.status != IBV_WC_SUCCESS)
     ec = make_wc_error(wc.status);
-  // A completion that a user's call found by polling (see defers_handlers), or close()'s
-  // own poll, counts as that call's.
-  const from origin = self.cq_->defers_handlers() || self.closing_ ? from::user_call
-                                                                   : from::completion_path;
-  handler.complete(self.ex_, origin, ec, ec ? std::size_t(0) : slot.bytes);
+  // close() flushes the posted sends from inside its own call: theirs are posted.
+  handler.complete(self.ex_, self.closing_ ? from::user_call : origin, ec,
+                   ec ? std::size_t(0) : slot.bytes);
 }
 
-void datagram_impl::on_receive_complete(completion_target* target, const ibv_wc& wc) {
+void datagram_impl::on_receive_complete(completion_target* target, const ibv_wc& wc,
+                                        from origin) {
   auto& slot = *static_cast<receive_slot*>(target);
   auto& self = *static_cast<datagram_impl*>(slot.owner);
   if (wc.status != IBV_WC_SUCCESS) {
@@ -375,7 +375,7 @@ void datagram_impl::on_receive_complete(completion_target* target, const ibv_wc&
   }
   const std::uint32_t bytes = wc.byte_len > grh_bytes ? wc.byte_len - grh_bytes : 0;
   self.arrived_.push({slot.index, bytes, wc.src_qp});
-  self.deliver();
+  self.deliver(origin);
 }
 
 datagram_endpoint datagram_impl::sender_of(const arrival& a) const {
@@ -400,10 +400,7 @@ void datagram_impl::repost() {
     ring_.post_to(id_->qp);
 }
 
-void datagram_impl::deliver() {
-  // A receive completion a user's call found by polling counts as that call's (see
-  // defers_handlers).
-  const from origin = cq_->defers_handlers() ? from::user_call : from::completion_path;
+void datagram_impl::deliver(from origin) {
   while (!waiting_.empty() && !arrived_.empty()) {
     auto& w = waiting_.front();
     if (!w.handler) { // cancelled

@@ -132,9 +132,9 @@ private:
   void on_group_event(group& g, const cm_event& ev);
   void detach(group& g);
 
-  static void on_send_complete(completion_target* target, const ibv_wc& wc);
-  static void on_receive_complete(completion_target* target, const ibv_wc& wc);
-  void deliver();
+  static void on_send_complete(completion_target* target, const ibv_wc& wc, from origin);
+  static void on_receive_complete(completion_target* target, const ibv_wc& wc, from origin);
+  void deliver(from origin);
   void cancel_receive(std::uint64_t id);
   void post_send(send_slot& slot, std::span<const std::byte> data, ibv_ah* ah,
                  const datagram_endpoint& peer);

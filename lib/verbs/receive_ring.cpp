@@ -68,7 +68,7 @@ error_code receive_ring::post_released(Queue* queue, Post post) {
     // queue outlives one failed post). Without `bad` nothing is known to be unposted, and
     // posting a slot twice would let two messages land in one buffer: none is kept.
     for (ibv_recv_wr* wr = bad; wr != nullptr; wr = wr->next)
-      released_.push_back(static_cast<receive_slot*>(completion_target::from(wr->wr_id))->index);
+      released_.push_back(static_cast<receive_slot*>(completion_target::of(wr->wr_id))->index);
     return from_returned_errno(rc);
   }
   return {};

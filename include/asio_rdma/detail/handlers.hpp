@@ -24,12 +24,18 @@ bool runs_on(const Handler& handler, const boost::asio::any_io_executor& io) {
   return boost::asio::get_associated_executor(handler, io) == io;
 }
 
-/// Completes an operation that has no I/O object to run on (e.g. on a
-/// connection that is not open): posted to the handler's own associated
-/// executor, never invoked inside the initiating function.
-template <typename Handler, typename... Args> void post_result(Handler&& handler, Args&&... args) {
-  boost::asio::post(
-      boost::asio::append(std::forward<Handler>(handler), std::forward<Args>(args)...));
+/// Completes an operation that never started (its object is not open) with `args`,
+/// posted, never invoked inside the initiating function: to the I/O executor `io` while the
+/// object has one (a closed object keeps it), then run on the handler's own; for an object
+/// that never had one (`io` empty), to the handler's own associated executor.
+template <typename Handler, typename... Args>
+void post_result(const boost::asio::any_io_executor& io, Handler&& handler, Args&&... args) {
+  if (io)
+    boost::asio::post(io, boost::asio::append(std::forward<Handler>(handler),
+                                              std::forward<Args>(args)...));
+  else
+    boost::asio::post(
+        boost::asio::append(std::forward<Handler>(handler), std::forward<Args>(args)...));
 }
 
 } // namespace asio_rdma::detail

@@ -1,9 +1,16 @@
-// The library's one representation of an asynchronous operation's handler while the
-// operation waits. Every operation of every I/O object (connection, acceptor, connection
-// request, datagram socket, raw socket, file sender and receiver) is started the same way:
-// its named initiation object wraps the handler in a pending_operation, together with
-// whether the handler runs on the I/O object's executor, and passes it to the operation's
-// one `start_*` entry into lib/. The operation keeps it while it waits, installs its
+// An asynchronous operation's handler from initiation to completion: the base of the
+// library's named initiation objects (io_initiation), and pending_operation, the one
+// representation of the handler while the operation waits.
+//
+// Every asynchronous operation passes async_initiate a named type (as Asio's
+// initiate_async_send), not a lambda: the type says which operation it starts, and
+// get_executor() gives the I/O object's executor to completion tokens and Asio features
+// that ask an initiation for it. Every operation of every I/O object (connection,
+// acceptor, connection request, datagram socket, raw socket, file sender and receiver) is
+// started the same way: on an object that is not open, its initiation completes with
+// closed() (posted: never inside the initiating function); otherwise it wraps the handler
+// in a pending_operation (pending()), together with whether the handler runs on the I/O
+// object's executor, and passes it to the operation's one `start_*` entry into lib/. The operation keeps it while it waits, installs its
 // cancellation handler through on_cancel(), and completes it through complete(), saying
 // only where it completes from: the pending_operation alone decides how the handler runs
 // (as Asio's handler_work does). See docs/architecture.md, "Adding an operation".
@@ -18,6 +25,7 @@
 #include <boost/asio/any_completion_executor.hpp>
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -195,5 +203,70 @@ private:
 
 template <typename Signature>
 pending_operation(boost::asio::any_completion_handler<Signature>) -> pending_operation<Signature>;
+
+/// How an initiation holds its I/O object's executor.
+enum class executor_held : std::uint8_t {
+  /// By pointer into the I/O object: the object outlives its operations, and copying a
+  /// type-erased executor per operation would cost the data path.
+  by_pointer,
+  /// By value: the executor is the caller's argument (async_connect), or an object's that
+  /// the operation outlives (a connection request given away), which a deferred
+  /// operation outlives.
+  by_value,
+};
+
+/// An initiation with no I/O object of its own to carry (async_connect).
+struct no_object {};
+
+/// Carries the I/O object's implementation (a raw or shared pointer, or no_object) and
+/// its executor.
+template <typename Impl, executor_held Held = executor_held::by_pointer> class io_initiation {
+public:
+  using executor_type = boost::asio::any_io_executor;
+
+  io_initiation(Impl impl, const executor_type& ex) noexcept
+      : impl_(std::move(impl)), ex_(hold(ex)) {}
+  explicit io_initiation(const executor_type& ex) noexcept
+    requires std::is_same_v<Impl, no_object>
+      : ex_(hold(ex)) {}
+
+  /// The I/O object's executor (empty for an object that is not open).
+  executor_type get_executor() const noexcept { return io(); }
+
+protected:
+  const executor_type& io() const noexcept {
+    if constexpr (Held == executor_held::by_pointer)
+      return *ex_;
+    else
+      return ex_;
+  }
+
+  /// `handler` as the pending operation that lib/ keeps, knowing whether it runs on the I/O
+  /// executor. `Signature` is the one the operation completes with inside lib/.
+  template <typename Signature, typename Handler>
+  pending_operation<Signature> pending(Handler&& handler) const {
+    return pending_operation<Signature>(std::forward<Handler>(handler), io());
+  }
+
+  /// Completes the operation of an object that is not open with `ec` and empty results,
+  /// posted (see post_result).
+  template <typename Handler, typename... Results>
+  void closed(Handler&& handler, error_code ec, Results&&... results) const {
+    post_result(io(), std::forward<Handler>(handler), ec, std::forward<Results>(results)...);
+  }
+
+  [[no_unique_address]] Impl impl_;
+
+private:
+  using stored_executor =
+      std::conditional_t<Held == executor_held::by_pointer, const executor_type*, executor_type>;
+  static stored_executor hold(const executor_type& ex) noexcept {
+    if constexpr (Held == executor_held::by_pointer)
+      return &ex;
+    else
+      return ex;
+  }
+  stored_executor ex_;
+};
 
 } // namespace asio_rdma::detail

@@ -1,7 +1,7 @@
 // Template bodies of asio_rdma::connection.
 #pragma once
 
-#include <asio_rdma/detail/initiation.hpp>
+#include <asio_rdma/detail/pending_operation.hpp>
 
 #include <boost/asio/associator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -76,32 +76,29 @@ public:
   }
 };
 
-/// async_receive: a receive whose handler takes the size received.
-class initiate_async_receive : public io_initiation<connection_impl*> {
+/// async_receive and async_receive_message: one initiation, whose `Adapt` makes the
+/// user's handler one that takes the received_message (size_of_message for async_receive,
+/// which passes on the size; the handler itself for async_receive_message), so that lib/
+/// completes every receive with one signature.
+template <template <typename> class Adapt> class initiate_receive
+    : public io_initiation<connection_impl*> {
 public:
   using io_initiation::io_initiation;
   template <typename Handler, typename Buffers>
   void operator()(Handler&& handler, const Buffers& buffers) const {
+    Adapt<std::decay_t<Handler>> adapted{std::forward<Handler>(handler)};
     if (!impl_)
-      return closed(std::move(handler), boost::asio::error::not_connected, std::size_t(0));
+      return closed(std::move(adapted), boost::asio::error::not_connected, received_message());
     start_receive(impl_, buffers.view(),
-                  pending<void(error_code, received_message)>(
-                      size_of_message<std::decay_t<Handler>>{std::forward<Handler>(handler)}));
+                  pending<void(error_code, received_message)>(std::move(adapted)));
   }
 };
 
-/// async_receive_message: a receive whose handler takes the received_message.
-class initiate_async_receive_message : public io_initiation<connection_impl*> {
-public:
-  using io_initiation::io_initiation;
-  template <typename Handler, typename Buffers>
-  void operator()(Handler&& handler, const Buffers& buffers) const {
-    if (!impl_)
-      return closed(std::move(handler), boost::asio::error::not_connected, received_message());
-    start_receive(impl_, buffers.view(),
-                  pending<void(error_code, received_message)>(std::forward<Handler>(handler)));
-  }
-};
+/// The handler as it is: it takes the received_message (async_receive_message).
+template <typename Handler> using as_message = Handler;
+
+using initiate_async_receive = initiate_receive<size_of_message>;
+using initiate_async_receive_message = initiate_receive<as_message>;
 
 /// async_send_remote_buffer: the encoding travels by value into the operation (the
 /// caller's array would be gone before a deferred operation starts).

@@ -1,15 +1,15 @@
 // Template bodies of asio_rdma::raw_socket's asynchronous operations: named initiation
-// objects and the socket's entries into lib/raw (the pattern of detail/initiation.hpp).
+// objects and the socket's entries into lib/raw (the pattern of detail/pending_operation.hpp).
 #pragma once
 
-#include <asio_rdma/detail/initiation.hpp>
+#include <asio_rdma/detail/pending_operation.hpp>
 
 #include <utility>
 
 namespace asio_rdma {
 namespace detail {
 
-// raw_socket's entries into lib/ (see detail/initiation.hpp).
+// raw_socket's entries into lib/ (see detail/pending_operation.hpp).
 using raw_receive_operation = pending_operation<void(error_code, receive_batch)>;
 using raw_acquire_operation = pending_operation<void(error_code, send_batch)>;
 using raw_send_operation = pending_operation<void(error_code)>;

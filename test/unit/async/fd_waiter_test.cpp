@@ -6,7 +6,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include "async/fd_waiter.hpp"
-#include "async/single_block_allocator.hpp"
 
 #include <boost/asio/io_context.hpp>
 
