@@ -18,10 +18,6 @@ namespace asio_rdma::detail {
 
 namespace {
 
-// rdma_cm's reject reason when the peer's application called rdma_reject
-// (IB_CM_REJ_CONSUMER_DEFINED); any other reason means nobody listened.
-constexpr int reject_reason_consumer = 28;
-
 // rdma_cm says ENODEV when no RDMA device serves an address or its route.
 error_code cm_error(error_code ec) {
   return ec == boost::system::errc::no_such_device ? error_code(errc::no_device) : ec;
@@ -238,18 +234,16 @@ error_code connection_impl::create_qp(ibv_qp_init_attr& attr) {
 void connection_impl::on_cm_event(const cm_event& event) {
   // Handlers run from here may drop the user's last reference.
   auto keep_alive = shared_from_this();
-  switch (event.type) {
-  case RDMA_CM_EVENT_ADDR_RESOLVED:
-    if (state_ == state::resolving &&
-        ::rdma_resolve_route(id_.get(), timeout_ms(options_.timeout)) != 0)
+  using action = cm_step::action;
+  const cm_step step = next_step(state_, bool(establish_handler_), event.type, event.status);
+  switch (step.what) {
+  case action::none:
+    break;
+  case action::resolve_route:
+    if (::rdma_resolve_route(id_.get(), timeout_ms(options_.timeout)) != 0)
       fail_establishment(cm_error(from_errno()), from::completion_path);
     break;
-  case RDMA_CM_EVENT_ADDR_ERROR:
-    fail_establishment(errc::address_resolution_failed, from::completion_path);
-    break;
-  case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-    if (state_ != state::resolving)
-      break;
+  case action::connect: {
     if (auto ec = create_resources(id_->verbs))
       return fail_establishment(ec, from::completion_path);
     rdma_conn_param param{};
@@ -266,48 +260,31 @@ void connection_impl::on_cm_event(const cm_event& event) {
       fail_establishment(from_errno(), from::completion_path);
     break;
   }
-  case RDMA_CM_EVENT_ROUTE_ERROR:
-    fail_establishment(errc::route_resolution_failed, from::completion_path);
-    break;
-  case RDMA_CM_EVENT_UNREACHABLE:
-    fail_establishment(errc::unreachable, from::completion_path);
-    break;
-  case RDMA_CM_EVENT_REJECTED: {
-    auto data = event.data();
+  case action::fail_rejected: {
+    auto data = event.data(); // the rejecting peer's reason
     peer_private_data_.assign(data.begin(), data.end());
-    fail_establishment(event.status == reject_reason_consumer
-                           ? error_code(errc::rejected)
-                           : error_code(asio::error::connection_refused),
-                       from::completion_path);
+    fail_establishment(step.error, from::completion_path);
     break;
   }
-  case RDMA_CM_EVENT_CONNECT_ERROR:
-    fail_establishment(errc::connection_error, from::completion_path);
+  case action::fail:
+    fail_establishment(step.error, from::completion_path);
     break;
-  case RDMA_CM_EVENT_ESTABLISHED:
+  case action::finish:
     finish_establishment(event);
     break;
-  case RDMA_CM_EVENT_DISCONNECTED:
-    if (establish_handler_) {
-      fail_establishment(asio::error::connection_reset, from::completion_path);
-    } else if (state_ == state::open) {
-      ending_.peer_disconnected();
-      // Deliver every message that arrived before the disconnect first.
-      if (cq_)
-        cq_->poll();
-      begin_close({});
-    } else {
-      complete_disconnect({}); // our own disconnect finished (or was already drained)
-    }
+  case action::peer_closed:
+    ending_.peer_disconnected();
+    // Deliver every message that arrived before the disconnect first.
+    if (cq_)
+      cq_->poll();
+    begin_close({});
     break;
-  case RDMA_CM_EVENT_DEVICE_REMOVAL:
-    if (establish_handler_)
-      fail_establishment(errc::device_removed, from::completion_path);
-    else
-      begin_close(errc::device_removed);
+  case action::disconnected:
+    complete_disconnect({}); // our own disconnect finished (or was already drained)
     break;
-  default:
-    break; // TIMEWAIT_EXIT and others need no action
+  case action::close:
+    begin_close(step.error);
+    break;
   }
 }
 

@@ -7,6 +7,7 @@
 #include "cm/cm_channel.hpp"
 #include "rc/arrival_queue.hpp"
 #include "rc/close_reason.hpp"
+#include "rc/establishment.hpp"
 #include "rc/keepalive_monitor.hpp"
 #include "rc/operation_count.hpp"
 #include "rc/operation.hpp"
@@ -94,15 +95,7 @@ public:
   void cancel(operation* op);
 
 private:
-  enum class state : std::uint8_t {
-    idle,
-    resolving,  // address and route resolution
-    connecting, // rdma_connect sent
-    accepting,  // rdma_accept sent
-    open,
-    closing, // closed locally or by the peer, or failed: draining posted work
-    closed,  // queue pair destroyed
-  };
+  using state = connection_state; // establishment.hpp
 
   void resolve_address(const boost::asio::ip::tcp::endpoint& destination);
   error_code create_resources(ibv_context* context);
@@ -164,8 +157,12 @@ private:
       sync_interest();
   }
   void op_finished() {
+    if (!ops_.finished())
+      return;
     // Inside a batch of our own CQ the update waits for the batch's end (after_cq_batch).
-    if (ops_.finished(cq_ && !shared_ && cq_->polling() && state_ == state::open))
+    if (cq_ && !shared_ && cq_->polling() && state_ == state::open)
+      ops_.defer_update();
+    else
       sync_interest();
   }
   void sync_interest();

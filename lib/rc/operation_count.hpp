@@ -23,19 +23,16 @@ public:
     return !std::exchange(update_deferred_, false);
   }
 
-  /// An operation finished. `inside_own_batch`: it finished inside a batch of the
-  /// connection's own completion queue, whose end calls batch_ended(). There a handler
-  /// usually starts the next operation at once (a ping-pong), so the waits are kept until
-  /// the batch ends instead of dropped and added again per operation. True if the waits
-  /// must be brought up to date now.
-  bool finished(bool inside_own_batch) noexcept {
-    if (count_ == 0 || --count_ != 0)
-      return false;
-    if (!inside_own_batch)
-      return true;
-    update_deferred_ = true;
-    return false;
-  }
+  /// An operation finished. True if it was the last one: the waits must then be brought
+  /// up to date, now or, inside a batch of the connection's own completion queue, when the
+  /// batch ends (defer_update()).
+  bool finished() noexcept { return count_ > 0 && --count_ == 0; }
+
+  /// The last operation finished inside a batch of the connection's own completion queue,
+  /// whose end calls batch_ended(). There a handler usually starts the next operation at
+  /// once (a ping-pong), so the waits are kept until the batch ends instead of dropped and
+  /// added again per operation.
+  void defer_update() noexcept { update_deferred_ = true; }
 
   /// The completion batch ended: true if an update was deferred to now.
   bool batch_ended() noexcept { return std::exchange(update_deferred_, false); }

@@ -77,27 +77,39 @@ public:
 };
 
 /// async_receive and async_receive_message: one initiation, whose `Adapt` makes the
-/// user's handler one that takes the received_message (size_of_message for async_receive,
-/// which passes on the size; the handler itself for async_receive_message), so that lib/
-/// completes every receive with one signature.
-template <template <typename> class Adapt> class initiate_receive
-    : public io_initiation<connection_impl*> {
+/// user's handler one that takes the received_message (as_size for async_receive, which
+/// passes on the size; as_message for async_receive_message, the handler itself), so that
+/// lib/ completes every receive with one signature.
+template <typename Adapt> class initiate_receive : public io_initiation<connection_impl*> {
 public:
   using io_initiation::io_initiation;
   template <typename Handler, typename Buffers>
   void operator()(Handler&& handler, const Buffers& buffers) const {
-    Adapt<std::decay_t<Handler>> adapted{std::forward<Handler>(handler)};
     if (!impl_)
-      return closed(std::move(adapted), boost::asio::error::not_connected, received_message());
+      return closed(Adapt::wrap(std::forward<Handler>(handler)),
+                    boost::asio::error::not_connected, received_message());
     start_receive(impl_, buffers.view(),
-                  pending<void(error_code, received_message)>(std::move(adapted)));
+                  pending<void(error_code, received_message)>(
+                      Adapt::wrap(std::forward<Handler>(handler))));
   }
 };
 
-/// The handler as it is: it takes the received_message (async_receive_message).
-template <typename Handler> using as_message = Handler;
+/// async_receive's handler takes the size: wrapped in size_of_message.
+struct as_size {
+  template <typename Handler> static size_of_message<std::decay_t<Handler>> wrap(Handler&& h) {
+    return {std::forward<Handler>(h)};
+  }
+};
 
-using initiate_async_receive = initiate_receive<size_of_message>;
+/// async_receive_message's handler takes the received_message: passed on as it is (not
+/// moved into a temporary: the receive path would pay for a move and a destruction).
+struct as_message {
+  template <typename Handler> static Handler&& wrap(Handler&& h) noexcept {
+    return std::forward<Handler>(h);
+  }
+};
+
+using initiate_async_receive = initiate_receive<as_size>;
 using initiate_async_receive_message = initiate_receive<as_message>;
 
 /// async_send_remote_buffer: the encoding travels by value into the operation (the

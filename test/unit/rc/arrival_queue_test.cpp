@@ -2,13 +2,14 @@
 // a device: what a completion says, arrival order across the ring's wrap,
 // whether a message fits a receive's buffers, and the copy of a message over
 // several buffers.
-#define BOOST_TEST_MODULE arrival_queue
 #include <boost/test/unit_test.hpp>
 
 #include "rc/arrival_queue.hpp"
 
 #include <array>
 #include <numeric>
+
+BOOST_AUTO_TEST_SUITE(arrival_queue_tests)
 
 namespace {
 using asio_rdma::detail::arrival_queue;
@@ -111,3 +112,5 @@ BOOST_AUTO_TEST_CASE(a_message_fits_buffers_as_large_or_needs_none) {
   // An RDMA write with immediate brings no bytes to copy, whatever its length.
   BOOST_TEST(fits(arrived_message::from(0, completion(4096, IBV_WC_RECV_RDMA_WITH_IMM)), dst));
 }
+
+BOOST_AUTO_TEST_SUITE_END()

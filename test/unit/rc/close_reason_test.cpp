@@ -1,11 +1,12 @@
 // What operations get once a connection is no longer open
 // (lib/rc/close_reason.hpp), for each way a connection ends, without a device.
-#define BOOST_TEST_MODULE close_reason
 #include <boost/test/unit_test.hpp>
 
 #include "rc/close_reason.hpp"
 
 #include <boost/asio/error.hpp>
+
+BOOST_AUTO_TEST_SUITE(close_reason_tests)
 
 namespace asio = boost::asio;
 using asio_rdma::error_code;
@@ -57,3 +58,5 @@ BOOST_AUTO_TEST_CASE(the_first_failure_is_the_reason_for_everything) {
   BOOST_TEST((r.for_receive() == asio::error::timed_out));
   BOOST_TEST((r.for_withdrawn_work() == asio::error::timed_out));
 }
+
+BOOST_AUTO_TEST_SUITE_END()

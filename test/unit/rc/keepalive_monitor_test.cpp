@@ -1,9 +1,10 @@
 // Keepalive's decision (lib/rc/keepalive_monitor.hpp) without a device: when a probe is
 // sent, what proves the peer alive, and when the connection gives up.
-#define BOOST_TEST_MODULE keepalive_monitor
 #include <boost/test/unit_test.hpp>
 
 #include "rc/keepalive_monitor.hpp"
+
+BOOST_AUTO_TEST_SUITE(keepalive_monitor_tests)
 
 using asio_rdma::detail::keepalive_monitor;
 using verdict = keepalive_monitor::verdict;
@@ -51,3 +52,5 @@ BOOST_AUTO_TEST_CASE(a_count_of_one_gives_up_at_the_first_silent_interval) {
   keepalive_monitor k(1);
   BOOST_TEST((k.tick(0, 0) == verdict::peer_lost));
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,7 +1,6 @@
 // The send queue's bookkeeping (lib/rc/send_window.hpp) without a device:
 // back-pressure at the queue depth, ordering, selective signalling, what a
 // completion completes, and a post the device refuses part of.
-#define BOOST_TEST_MODULE send_window
 #include <boost/test/unit_test.hpp>
 
 #include "rc/send_window.hpp"
@@ -9,6 +8,8 @@
 #include <array>
 #include <utility>
 #include <vector>
+
+BOOST_AUTO_TEST_SUITE(send_window_tests)
 
 namespace {
 
@@ -194,3 +195,5 @@ BOOST_AUTO_TEST_CASE(close_takes_back_queued_then_posted_requests) {
   BOOST_TEST(f.window.outstanding() == 0u);
   BOOST_TEST(!f.window.has_queued());
 }
+
+BOOST_AUTO_TEST_SUITE_END()
