@@ -144,25 +144,22 @@ void start_send_paths(connection& conn, std::filesystem::path path, bool tree,
 
 /// async_send_file (tree = false) and async_send_tree (tree = true) over `conn`, which
 /// outlives the operation. A connection that is not open completes with not_connected,
-/// posted.
-class initiate_async_send_paths {
+/// posted. The connection's executor is copied (a file transfer is not on the data path).
+class initiate_async_send_paths
+    : public io_initiation<connection*, executor_held::by_value> {
 public:
-  using executor_type = boost::asio::any_io_executor;
-  initiate_async_send_paths(connection& conn, bool tree) noexcept : conn_(&conn), tree_(tree) {}
-  /// The connection's executor.
-  executor_type get_executor() const noexcept { return conn_->get_executor(); }
+  initiate_async_send_paths(connection& conn, bool tree)
+      : io_initiation(&conn, conn.get_executor()), tree_(tree) {}
   template <typename Handler>
   void operator()(Handler&& handler, const std::filesystem::path& path,
                   const file_transfer_options& options) const {
-    if (!conn_->is_open())
-      return post_result(conn_->get_executor(), std::move(handler),
-                         error_code(boost::asio::error::not_connected), transfer_result());
-    start_send_paths(*conn_, path, tree_, options,
-                     transfer_operation(std::forward<Handler>(handler), conn_->get_executor()));
+    if (!impl_->is_open())
+      return closed(std::move(handler), boost::asio::error::not_connected, transfer_result());
+    start_send_paths(*impl_, path, tree_, options,
+                     pending<void(error_code, transfer_result)>(std::forward<Handler>(handler)));
   }
 
 private:
-  connection* conn_;
   bool tree_;
 };
 } // namespace detail

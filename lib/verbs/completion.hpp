@@ -11,7 +11,7 @@
 #include "verbs/handles.hpp"
 #include "verbs/verbs_error.hpp"
 
-#include <asio_rdma/detail/pending_operation.hpp>
+#include <asio_rdma/detail/handlers.hpp>
 
 #include <infiniband/verbs.h>
 

@@ -1,6 +1,7 @@
 // What every initiation needs of a handler before lib/ takes it (as a pending_operation):
 // whether it runs on the I/O executor, and a posted completion for an object that is not
-// open.
+// open; and `from`, where an operation completes from (light enough for lib/'s verbs
+// layer, which passes it with every completion, to include without the rest).
 #pragma once
 
 #include <asio_rdma/error.hpp>
@@ -14,6 +15,21 @@
 #include <cstdint>
 
 namespace asio_rdma::detail {
+
+/// Where an operation completes from: all a completing caller says. From it (and from
+/// whether the handler runs on the I/O executor) the pending_operation decides how the
+/// handler runs.
+enum class from : std::uint8_t {
+  /// The I/O object's own completion path: the library's handler of a completion queue's
+  /// or event channel's readiness, or a delivery it posted, running on the I/O executor. A
+  /// handler that runs on that executor is called directly, as Asio's own operations do
+  /// (no executor is built); another is dispatched to its executor.
+  completion_path,
+  /// A user's call: an initiating function, close(), a cancellation, or a poll the user
+  /// asked for. The handler never runs inside it: it is posted to the I/O executor, then
+  /// run on its own.
+  user_call,
+};
 
 /// True if `handler` runs on the I/O executor `io` itself (a coroutine on the
 /// connection's io_context, or a callback without an executor of its own):

@@ -40,21 +40,6 @@
 
 namespace asio_rdma::detail {
 
-/// Where an operation completes from: all a completing caller says. From it (and from
-/// whether the handler runs on the I/O executor) the pending_operation decides how the
-/// handler runs.
-enum class from : std::uint8_t {
-  /// The I/O object's own completion path: the library's handler of a completion queue's
-  /// or event channel's readiness, or a delivery it posted, running on the I/O executor. A
-  /// handler that runs on that executor is called directly, as Asio's own operations do
-  /// (no executor is built); another is dispatched to its executor.
-  completion_path,
-  /// A user's call: an initiating function, close(), a cancellation, or a poll the user
-  /// asked for. The handler never runs inside it: it is posted to the I/O executor, then
-  /// run on its own.
-  user_call,
-};
-
 template <typename Signature> class pending_operation;
 
 template <typename... Args> class pending_operation<void(Args...)> {
