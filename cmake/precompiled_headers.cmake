@@ -18,9 +18,10 @@
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/asio_rdma_users_pch.cpp CONTENT "")
 add_library(asio_rdma_users_pch OBJECT EXCLUDE_FROM_ALL ${PROJECT_BINARY_DIR}/asio_rdma_users_pch.cpp)
 target_link_libraries(asio_rdma_users_pch PRIVATE asio_rdma::asio_rdma)
-target_precompile_headers(asio_rdma_users_pch PRIVATE
+set(asio_rdma_pch_headers
   <boost/asio.hpp> <asio_rdma/asio_rdma.hpp>
   <algorithm> <array> <chrono> <cstdint> <cstring> <memory> <string> <thread> <vector>)
+target_precompile_headers(asio_rdma_users_pch PRIVATE ${asio_rdma_pch_headers})
 
 # asio_rdma_use_pch(TARGETS...): those of them that exist use the users' precompiled header.
 function(asio_rdma_use_pch)
@@ -29,4 +30,30 @@ function(asio_rdma_use_pch)
       target_precompile_headers(${target} REUSE_FROM asio_rdma_users_pch)
     endif()
   endforeach()
+endfunction()
+
+# The tests' own code is compiled for a fast build rather than fast code: what they
+# measure is the library and the programs, which keep the build type's optimization.
+# GCC -Og -g1 halves the time of an integration test's translation unit against
+# -O2 -g (data_test.cpp: 27 s -> 13 s); clang (the ASan build) gets -O1 with line
+# tables, what AddressSanitizer recommends. Debug builds keep their own flags. The
+# tests therefore have their own precompiled header (a PCH only fits the flags it
+# was made with).
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  set(asio_rdma_test_code_options -Og -g1)
+else()
+  set(asio_rdma_test_code_options -O1 -gline-tables-only)
+endif()
+set(ASIO_RDMA_TEST_COMPILE_OPTIONS "$<$<NOT:$<CONFIG:Debug>>:${asio_rdma_test_code_options}>")
+file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/asio_rdma_tests_pch.cpp CONTENT "")
+add_library(asio_rdma_tests_pch OBJECT EXCLUDE_FROM_ALL ${PROJECT_BINARY_DIR}/asio_rdma_tests_pch.cpp)
+target_link_libraries(asio_rdma_tests_pch PRIVATE asio_rdma::asio_rdma)
+target_compile_options(asio_rdma_tests_pch PRIVATE "${ASIO_RDMA_TEST_COMPILE_OPTIONS}")
+target_precompile_headers(asio_rdma_tests_pch PRIVATE ${asio_rdma_pch_headers})
+
+# asio_rdma_use_test_pch(TARGET): a test program, compiled with the tests' options and
+# their precompiled header.
+function(asio_rdma_use_test_pch target)
+  target_compile_options(${target} PRIVATE "${ASIO_RDMA_TEST_COMPILE_OPTIONS}")
+  target_precompile_headers(${target} REUSE_FROM asio_rdma_tests_pch)
 endfunction()

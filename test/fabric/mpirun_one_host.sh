@@ -15,9 +15,11 @@ run_fabric "$out/all" "${mpirun[@]}" -np 4 "$fabric" --quick --no-retest --timeo
 [[ $status -le 1 ]] || { echo "FAIL: rdma_fabric exited $status"; exit 1; }
 check "$out/all" 4
 
+# No heatmap this time: drawing one takes matplotlib about 17 s in the VM, and the
+# first run has shown it works.
 run_fabric "$out/flag" "${mpirun[@]}" -np 2 "$fabric" --quick --timeout 60 \
-  --max-latency-us 0.001 --json "$out/flag/fabric.json" --heatmap "$out/flag/fabric.png"
+  --max-latency-us 0.001 --json "$out/flag/fabric.json"
 [[ $status -eq 1 ]] || { echo "FAIL: a flagged pair must give exit status 1, got $status"; exit 1; }
-check "$out/flag" 2 --expect-flagged latency
+check "$out/flag" 2 --expect-flagged latency --no-png
 grep -q 'FLAGGED latency 0 <-> 1: .* > maximum 0.001 us; retest: confirmed' "$out/flag/table.txt"
 echo "PASS"

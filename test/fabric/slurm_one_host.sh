@@ -13,12 +13,13 @@ slurm_start "$out/slurm" 127.0.0.1 node0:127.0.0.1:4
 slurm_wait_nodes 1 60
 srun --mpi=list
 
+# No heatmap (matplotlib takes about 17 s in the VM): the mpirun test draws one.
 run_fabric "$out/all" srun -n 4 --mpi=pmix --time=5 "$fabric" --quick --no-retest --timeout 60 \
-  --json "$out/all/fabric.json" --heatmap "$out/all/fabric.png"
+  --json "$out/all/fabric.json"
 [[ $status -le 1 ]] || {
   echo "FAIL: rdma_fabric under srun exited $status"
   tail -n 30 "$out/slurm/"*.log
   exit 1
 }
-check "$out/all" 4
+check "$out/all" 4 --no-png
 echo "PASS"

@@ -103,7 +103,13 @@ BOOST_AUTO_TEST_CASE(the_rnr_delay_option_reaches_the_wire) {
         BOOST_TEST_MESSAGE("rnr_retry_delay 245 ms: sender "
                            << r.sender_seconds << " s, receiver pace " << r.receiver_pace
                            << " s, longest gap " << r.longest_gap_ms << " ms");
-        BOOST_TEST(r.longest_gap_ms > 200.0);
+        // The longest gap is the delay less what the receiver spent draining the
+        // 16 messages queued before the NAK (2 ms each plus its own work: about
+        // 35 ms plain, near 50 ms under ASan in the VM). Without the option the
+        // gap would be the library's default (a few ms, the test above) or
+        // rdma_cm's 655 ms: the window tells the three apart with room for both.
+        BOOST_TEST(r.longest_gap_ms > 120.0);
+        BOOST_TEST(r.longest_gap_ms < 500.0);
       },
       std::chrono::seconds(120));
 }
