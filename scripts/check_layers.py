@@ -23,6 +23,7 @@ LAYERS = {
     "ud": 4,
     "raw": 4,
     "file_transfer": 5,
+    "stream": 5,
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 

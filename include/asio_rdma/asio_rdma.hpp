@@ -25,3 +25,5 @@
 #include <asio_rdma/raw_socket.hpp>
 #include <asio_rdma/remote_buffer.hpp>
 #include <asio_rdma/shared_queues.hpp>
+#include <asio_rdma/stream.hpp>
+#include <asio_rdma/stream_websocket.hpp>

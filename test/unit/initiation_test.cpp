@@ -11,6 +11,7 @@
 #include <asio_rdma/datagram_socket.hpp>
 #include <asio_rdma/file_transfer.hpp>
 #include <asio_rdma/raw_socket.hpp>
+#include <asio_rdma/stream.hpp>
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/io_context.hpp>
@@ -107,4 +108,23 @@ BOOST_AUTO_TEST_CASE(raw_socket_operations_name_their_initiation) {
   check<asio_rdma::detail::initiate_async_raw_send>(none);
   socket.async_flush(peek_t{});
   check<asio_rdma::detail::initiate_async_raw_flush>(none);
+}
+
+BOOST_AUTO_TEST_CASE(stream_operations_name_their_initiation) {
+  // A stream that is not open has no executor; each operation still has its type.
+  asio_rdma::stream stream;
+  std::array<std::byte, 8> bytes{};
+  const asio::any_io_executor none;
+  stream.async_read_some(asio::buffer(bytes), peek_t{});
+  check<asio_rdma::detail::initiate_stream_read>(none);
+  stream.async_write_some(asio::buffer(bytes), peek_t{});
+  check<asio_rdma::detail::initiate_stream_write>(none);
+  stream.async_shutdown(peek_t{});
+  check<asio_rdma::detail::initiate_stream_shutdown>(none);
+  asio::io_context io;
+  asio_rdma::async_connect_stream(io.get_executor(), "192.0.2.1", 7000, {}, peek_t{});
+  check<asio_rdma::detail::initiate_connect_stream>(io.get_executor());
+  asio_rdma::acceptor acceptor(io.get_executor());
+  asio_rdma::async_accept_stream(acceptor, peek_t{});
+  check<asio_rdma::detail::initiate_accept_stream>(io.get_executor());
 }

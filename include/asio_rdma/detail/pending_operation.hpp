@@ -91,6 +91,13 @@ public:
     }
   }
 
+  /// The handler's cancellation slot (not connected if the caller bound none): for an
+  /// operation that waits on another one and hands its cancellation on to it (a stream's
+  /// read waits on the connection's receive).
+  boost::asio::cancellation_slot cancellation_slot() const noexcept {
+    return boost::asio::get_associated_cancellation_slot(handler_);
+  }
+
   /// Removes the cancellation handler: the operation can no longer be withdrawn (e.g. its
   /// work request is posted). Free when none was installed (an operation posted at once).
   void ignore_cancel() noexcept {

@@ -1,0 +1,295 @@
+// asio-rdma: a byte stream over an RC connection, a model of Asio's AsyncReadStream and
+// AsyncWriteStream (so asio::async_read / async_write / async_read_until, asio::ssl::stream
+// and Boost.Beast run over RDMA).
+#pragma once
+
+#include <asio_rdma/acceptor.hpp>
+#include <asio_rdma/connect.hpp>
+#include <asio_rdma/connection.hpp>
+#include <asio_rdma/detail/buffer_array.hpp>
+#include <asio_rdma/detail/pending_operation.hpp>
+#include <asio_rdma/error.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associator.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/deferred.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace asio_rdma {
+
+namespace detail {
+class stream_impl;
+} // namespace detail
+
+/// A reliable, ordered byte stream over one RC connection: what a TCP socket is to Asio's
+/// stream protocols. Models AsyncReadStream and AsyncWriteStream, so every composed
+/// operation written for them (asio::async_read, async_write, async_read_until with a
+/// dynamic buffer; asio::ssl::stream<asio_rdma::stream>; Boost.Beast's HTTP and
+/// WebSocket) runs over it unchanged.
+///
+/// Made by async_connect_stream() or async_accept_stream(), or from an established
+/// connection (one connected out of band too). The stream owns the connection; the peer
+/// must be an asio_rdma::stream as well (see "Wire" below). Move-only; destroying it
+/// closes it.
+///
+/// Bytes arrive once, in order and unchanged. A read completes with what has arrived
+/// (at least one byte, at most what the buffers hold), a write with the bytes it took
+/// (at most options().max_message_size per call, from at most 16 buffers): a partial
+/// read or write is normal, as on a socket; asio::async_read and async_write loop.
+/// A writer that outruns its reader waits (the connection's receive buffers running out
+/// hold it back, see connection_options::receive_queue_depth) and never fails for it.
+///
+/// Operations and threads: as for connection (its io_context's thread or a strand). At
+/// most one read and one write (or shutdown) may be pending at a time, as for any Asio
+/// stream that composed operations drive; a second read while one is pending fails with
+/// asio::error::already_started. Handlers run on their associated executor (default the
+/// stream's), never inside the initiating function.
+///
+/// Wire: each write is one message of the connection holding the bytes; a message of
+/// zero bytes is the end of the writer's data (async_shutdown). Nothing else is added,
+/// so memory per stream is the connection's buffers plus one receive staging buffer of
+/// max_message_size (for reads into smaller buffers). docs/stream.md describes it.
+class stream {
+public:
+  /// The type of the executor that runs handlers by default.
+  using executor_type = boost::asio::any_io_executor;
+  /// The lowest layer (what asio::ssl::stream and Beast ask for): the stream itself.
+  using lowest_layer_type = stream;
+
+  /// A stream that is not open; every operation fails with asio::error::not_connected.
+  stream() noexcept;
+  /// Takes over an established connection: its bytes are this stream's from now on.
+  /// Receives the connection has already queued are read as stream data.
+  explicit stream(connection&& established);
+  /// Move constructor: takes over the other stream, which is left not open.
+  stream(stream&&) noexcept;
+  /// Closes this stream (see close()) and takes over `other`.
+  stream& operator=(stream&& other) noexcept;
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+  /// Closes the stream (see close()).
+  ~stream();
+
+  /// The executor the stream's I/O runs on.
+  executor_type get_executor() const noexcept { return ex_; }
+  /// This stream (the lowest layer of a layered stream such as ssl::stream<stream>).
+  lowest_layer_type& lowest_layer() noexcept { return *this; }
+  const lowest_layer_type& lowest_layer() const noexcept { return *this; }
+  /// The connection underneath: its endpoints, options and statistics. Do not send,
+  /// receive or disconnect on it directly: the stream owns its messages. (Not called
+  /// next_layer(): Boost.Beast takes a next_layer() for a layer of the stream to close.)
+  const connection& underlying_connection() const noexcept;
+
+  /// True until close(), or until the connection ended (disconnect, fatal error).
+  bool is_open() const noexcept;
+
+  /// Reads some bytes into `buffers` (AsyncReadStream's read_some).
+  ///
+  /// Completion signature: void(error_code, std::size_t bytes_read). Completes once at
+  /// least one byte has arrived, with as many as are there and fit; a read into empty
+  /// buffers completes at once with 0. Errors: asio::error::eof after the peer's
+  /// async_shutdown (or disconnect) once every byte before it has been read;
+  /// asio::error::not_connected on a stream that is not open;
+  /// asio::error::operation_aborted on close() or cancellation; the connection's
+  /// transport error (wc_category()) if it failed.
+  ///
+  /// Cancellation (any type) withdraws a read that is waiting for bytes; no byte is
+  /// lost: bytes that arrive later go to the next read.
+  template <typename MutableBufferSequence, typename CompletionToken = boost::asio::deferred_t>
+    requires boost::asio::is_mutable_buffer_sequence<MutableBufferSequence>::value
+  auto async_read_some(const MutableBufferSequence& buffers, CompletionToken&& token = {});
+
+  /// Writes some of `buffers` (AsyncWriteStream's write_some): the bytes of its first 16
+  /// buffers, at most options().max_message_size.
+  ///
+  /// Completion signature: void(error_code, std::size_t bytes_written). Completes when
+  /// the peer's transport has acknowledged them (the bytes are copied out of `buffers`
+  /// when posted, but `buffers` must stay valid until completion). A write of nothing
+  /// completes at once with 0. Errors: asio::error::shut_down after async_shutdown;
+  /// asio::error::not_connected; asio::error::operation_aborted (closed, or cancelled
+  /// while waiting for room in the send queue); the connection's transport error.
+  ///
+  /// Cancellation (any type) is honoured while the write waits for room in the send
+  /// queue; once posted it completes as the connection's sends do (close() flushes it).
+  template <typename ConstBufferSequence, typename CompletionToken = boost::asio::deferred_t>
+    requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
+  auto async_write_some(const ConstBufferSequence& buffers, CompletionToken&& token = {});
+
+  /// Ends this side's data (as shutdown(send) on a socket): after every byte written
+  /// before it, the peer's reads complete with asio::error::eof. This side can still
+  /// read. Writes after it fail with asio::error::shut_down; a second shutdown completes
+  /// at once. Completion signature: void(error_code), when the peer's transport has the
+  /// end. Errors and cancellation as for async_write_some.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_shutdown(CompletionToken&& token = {});
+
+  /// Closes the stream and its connection at once (connection::close()): pending
+  /// operations complete with asio::error::operation_aborted, the peer's reads with eof
+  /// (or its transport error). Unlike async_shutdown, bytes in flight may be lost.
+  void close() noexcept;
+
+  /// Boost.Beast's way to close the lowest layer of a stream (beast::close_socket,
+  /// found by argument-dependent lookup): close().
+  friend void beast_close_socket(stream& s) noexcept { s.close(); }
+
+private:
+  std::shared_ptr<detail::stream_impl> impl_;
+  executor_type ex_;
+};
+
+namespace detail {
+
+// The stream's entries into lib/ (lib/stream/stream.cpp), one per operation.
+void start_stream_read(stream_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
+                       pending_operation<void(error_code, std::size_t)>&& op);
+void start_stream_write(stream_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
+                        pending_operation<void(error_code, std::size_t)>&& op);
+void start_stream_shutdown(stream_impl* impl, pending_operation<void(error_code)>&& op);
+
+/// async_read_some.
+class initiate_stream_read : public io_initiation<stream_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler, typename Buffers>
+  void operator()(Handler&& handler, const Buffers& buffers) const {
+    if (!impl_)
+      return closed(std::forward<Handler>(handler), boost::asio::error::not_connected,
+                    std::size_t(0));
+    start_stream_read(impl_, buffers.view(),
+                      pending<void(error_code, std::size_t)>(std::forward<Handler>(handler)));
+  }
+};
+
+/// async_write_some.
+class initiate_stream_write : public io_initiation<stream_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler, typename Buffers>
+  void operator()(Handler&& handler, const Buffers& buffers) const {
+    if (!impl_)
+      return closed(std::forward<Handler>(handler), boost::asio::error::not_connected,
+                    std::size_t(0));
+    start_stream_write(impl_, buffers.view(),
+                       pending<void(error_code, std::size_t)>(std::forward<Handler>(handler)));
+  }
+};
+
+/// async_shutdown.
+class initiate_stream_shutdown : public io_initiation<stream_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler> void operator()(Handler&& handler) const {
+    if (!impl_)
+      return closed(std::forward<Handler>(handler), boost::asio::error::not_connected);
+    start_stream_shutdown(impl_, pending<void(error_code)>(std::forward<Handler>(handler)));
+  }
+};
+
+/// async_connect_stream's and async_accept_stream's handler as the connection's
+/// operation completes: called with the connection, it hands on a stream made of it. Its
+/// executor, allocator and cancellation slot are the handler's own (the associator below).
+template <typename Handler> struct stream_of_connection {
+  Handler handler;
+  void operator()(error_code ec, connection c) && {
+    stream s;
+    if (!ec) {
+      try {
+        s = stream(std::move(c));
+      } catch (const std::bad_alloc&) {
+        ec = make_error_code(std::errc::not_enough_memory);
+      }
+    }
+    std::move(handler)(ec, std::move(s));
+  }
+};
+
+/// async_connect_stream: async_connect, its handler adapted.
+class initiate_connect_stream : public io_initiation<no_object, executor_held::by_value> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler>
+  void operator()(Handler&& handler, std::string host, std::uint16_t port,
+                  const connection_options& options) const {
+    async_connect(io(), std::move(host), port, options,
+                  stream_of_connection<std::decay_t<Handler>>{std::forward<Handler>(handler)});
+  }
+};
+
+/// async_accept_stream: the acceptor's async_accept, its handler adapted.
+class initiate_accept_stream : public io_initiation<acceptor*, executor_held::by_value> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler> void operator()(Handler&& handler) const {
+    impl_->async_accept(
+        stream_of_connection<std::decay_t<Handler>>{std::forward<Handler>(handler)});
+  }
+};
+
+} // namespace detail
+
+template <typename MutableBufferSequence, typename CompletionToken>
+  requires boost::asio::is_mutable_buffer_sequence<MutableBufferSequence>::value
+auto stream::async_read_some(const MutableBufferSequence& buffers, CompletionToken&& token) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+      detail::initiate_stream_read(impl_.get(), ex_), token,
+      detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
+}
+
+template <typename ConstBufferSequence, typename CompletionToken>
+  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
+auto stream::async_write_some(const ConstBufferSequence& buffers, CompletionToken&& token) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+      detail::initiate_stream_write(impl_.get(), ex_), token,
+      detail::capture_buffers<boost::asio::const_buffer>(buffers));
+}
+
+template <typename CompletionToken> auto stream::async_shutdown(CompletionToken&& token) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+      detail::initiate_stream_shutdown(impl_.get(), ex_), token);
+}
+
+/// Connects to a stream listener (an acceptor whose connections become streams through
+/// async_accept_stream) at `host`:`port`, as async_connect does, and makes the
+/// connection a stream. Completion signature: void(error_code, stream). Errors,
+/// timeouts and cancellation: those of async_connect.
+template <typename CompletionToken = boost::asio::deferred_t>
+auto async_connect_stream(const boost::asio::any_io_executor& ex, std::string host,
+                          std::uint16_t port, const connection_options& options = {},
+                          CompletionToken&& token = {}) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code, stream)>(
+      detail::initiate_connect_stream(ex), token, std::move(host), port, options);
+}
+
+/// Accepts the next connection of `acceptor` (acceptor::async_accept) and makes it a
+/// stream. Completion signature: void(error_code, stream). Errors and cancellation:
+/// those of acceptor::async_accept. `acceptor` must outlive the operation.
+template <typename CompletionToken = boost::asio::deferred_t>
+auto async_accept_stream(acceptor& acceptor, CompletionToken&& token = {}) {
+  return boost::asio::async_initiate<CompletionToken, void(error_code, stream)>(
+      detail::initiate_accept_stream(&acceptor, acceptor.get_executor()), token);
+}
+
+} // namespace asio_rdma
+
+/// \cond INTERNAL
+// stream_of_connection keeps the handler's executor, allocator and cancellation slot.
+template <template <typename, typename> class Associator, typename Handler,
+          typename DefaultCandidate>
+struct boost::asio::associator<Associator, asio_rdma::detail::stream_of_connection<Handler>,
+                               DefaultCandidate> : Associator<Handler, DefaultCandidate> {
+  static typename Associator<Handler, DefaultCandidate>::type
+  get(const asio_rdma::detail::stream_of_connection<Handler>& h) noexcept {
+    return Associator<Handler, DefaultCandidate>::get(h.handler);
+  }
+  static auto get(const asio_rdma::detail::stream_of_connection<Handler>& h,
+                  const DefaultCandidate& c) noexcept
+      -> decltype(Associator<Handler, DefaultCandidate>::get(h.handler, c)) {
+    return Associator<Handler, DefaultCandidate>::get(h.handler, c);
+  }
+};
+/// \endcond
