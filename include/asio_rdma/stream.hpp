@@ -24,6 +24,53 @@ namespace asio_rdma {
 
 namespace detail {
 class stream_impl;
+
+// The stream's entries into lib/ (lib/stream/stream.cpp), one per operation.
+void start_stream_read(stream_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
+                       pending_operation<void(error_code, std::size_t)>&& op);
+void start_stream_write(stream_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
+                        pending_operation<void(error_code, std::size_t)>&& op);
+void start_stream_shutdown(stream_impl* impl, pending_operation<void(error_code)>&& op);
+
+/// async_read_some.
+class initiate_stream_read : public io_initiation<stream_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler, typename Buffers>
+  void operator()(Handler&& handler, const Buffers& buffers) const {
+    if (!impl_)
+      return closed(std::forward<Handler>(handler), boost::asio::error::not_connected,
+                    std::size_t(0));
+    start_stream_read(impl_, buffers.view(),
+                      pending<void(error_code, std::size_t)>(std::forward<Handler>(handler)));
+  }
+};
+
+/// async_write_some.
+class initiate_stream_write : public io_initiation<stream_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler, typename Buffers>
+  void operator()(Handler&& handler, const Buffers& buffers) const {
+    if (!impl_)
+      return closed(std::forward<Handler>(handler), boost::asio::error::not_connected,
+                    std::size_t(0));
+    start_stream_write(impl_, buffers.view(),
+                       pending<void(error_code, std::size_t)>(std::forward<Handler>(handler)));
+  }
+};
+
+/// async_shutdown.
+class initiate_stream_shutdown : public io_initiation<stream_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler> void operator()(Handler&& handler) const {
+    if (!impl_)
+      return closed(std::forward<Handler>(handler), boost::asio::error::not_connected);
+    start_stream_shutdown(impl_, pending<void(error_code)>(std::forward<Handler>(handler)));
+  }
+};
+
 } // namespace detail
 
 /// A reliable, ordered byte stream over one RC connection: what a TCP socket is to Asio's
@@ -79,6 +126,7 @@ public:
   executor_type get_executor() const noexcept { return ex_; }
   /// This stream (the lowest layer of a layered stream such as ssl::stream<stream>).
   lowest_layer_type& lowest_layer() noexcept { return *this; }
+  /// This stream (const).
   const lowest_layer_type& lowest_layer() const noexcept { return *this; }
   /// The connection underneath: its endpoints, options and statistics. Do not send,
   /// receive or disconnect on it directly: the stream owns its messages. (Not called
@@ -102,7 +150,11 @@ public:
   /// lost: bytes that arrive later go to the next read.
   template <typename MutableBufferSequence, typename CompletionToken = boost::asio::deferred_t>
     requires boost::asio::is_mutable_buffer_sequence<MutableBufferSequence>::value
-  auto async_read_some(const MutableBufferSequence& buffers, CompletionToken&& token = {});
+  auto async_read_some(const MutableBufferSequence& buffers, CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+        detail::initiate_stream_read(impl_.get(), ex_), token,
+        detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
+  }
 
   /// Writes some of `buffers` (AsyncWriteStream's write_some): the bytes of its first 16
   /// buffers, at most options().max_message_size.
@@ -118,7 +170,11 @@ public:
   /// queue; once posted it completes as the connection's sends do (close() flushes it).
   template <typename ConstBufferSequence, typename CompletionToken = boost::asio::deferred_t>
     requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
-  auto async_write_some(const ConstBufferSequence& buffers, CompletionToken&& token = {});
+  auto async_write_some(const ConstBufferSequence& buffers, CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+        detail::initiate_stream_write(impl_.get(), ex_), token,
+        detail::capture_buffers<boost::asio::const_buffer>(buffers));
+  }
 
   /// Ends this side's data (as shutdown(send) on a socket): after every byte written
   /// before it, the peer's reads complete with asio::error::eof. This side can still
@@ -126,7 +182,10 @@ public:
   /// at once. Completion signature: void(error_code), when the peer's transport has the
   /// end. Errors and cancellation as for async_write_some.
   template <typename CompletionToken = boost::asio::deferred_t>
-  auto async_shutdown(CompletionToken&& token = {});
+  auto async_shutdown(CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+        detail::initiate_stream_shutdown(impl_.get(), ex_), token);
+  }
 
   /// Closes the stream and its connection at once (connection::close()): pending
   /// operations complete with asio::error::operation_aborted, the peer's reads with eof
@@ -143,52 +202,6 @@ private:
 };
 
 namespace detail {
-
-// The stream's entries into lib/ (lib/stream/stream.cpp), one per operation.
-void start_stream_read(stream_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
-                       pending_operation<void(error_code, std::size_t)>&& op);
-void start_stream_write(stream_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
-                        pending_operation<void(error_code, std::size_t)>&& op);
-void start_stream_shutdown(stream_impl* impl, pending_operation<void(error_code)>&& op);
-
-/// async_read_some.
-class initiate_stream_read : public io_initiation<stream_impl*> {
-public:
-  using io_initiation::io_initiation;
-  template <typename Handler, typename Buffers>
-  void operator()(Handler&& handler, const Buffers& buffers) const {
-    if (!impl_)
-      return closed(std::forward<Handler>(handler), boost::asio::error::not_connected,
-                    std::size_t(0));
-    start_stream_read(impl_, buffers.view(),
-                      pending<void(error_code, std::size_t)>(std::forward<Handler>(handler)));
-  }
-};
-
-/// async_write_some.
-class initiate_stream_write : public io_initiation<stream_impl*> {
-public:
-  using io_initiation::io_initiation;
-  template <typename Handler, typename Buffers>
-  void operator()(Handler&& handler, const Buffers& buffers) const {
-    if (!impl_)
-      return closed(std::forward<Handler>(handler), boost::asio::error::not_connected,
-                    std::size_t(0));
-    start_stream_write(impl_, buffers.view(),
-                       pending<void(error_code, std::size_t)>(std::forward<Handler>(handler)));
-  }
-};
-
-/// async_shutdown.
-class initiate_stream_shutdown : public io_initiation<stream_impl*> {
-public:
-  using io_initiation::io_initiation;
-  template <typename Handler> void operator()(Handler&& handler) const {
-    if (!impl_)
-      return closed(std::forward<Handler>(handler), boost::asio::error::not_connected);
-    start_stream_shutdown(impl_, pending<void(error_code)>(std::forward<Handler>(handler)));
-  }
-};
 
 /// async_connect_stream's and async_accept_stream's handler as the connection's
 /// operation completes: called with the connection, it hands on a stream made of it. Its
@@ -231,27 +244,6 @@ public:
 };
 
 } // namespace detail
-
-template <typename MutableBufferSequence, typename CompletionToken>
-  requires boost::asio::is_mutable_buffer_sequence<MutableBufferSequence>::value
-auto stream::async_read_some(const MutableBufferSequence& buffers, CompletionToken&& token) {
-  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-      detail::initiate_stream_read(impl_.get(), ex_), token,
-      detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
-}
-
-template <typename ConstBufferSequence, typename CompletionToken>
-  requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
-auto stream::async_write_some(const ConstBufferSequence& buffers, CompletionToken&& token) {
-  return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-      detail::initiate_stream_write(impl_.get(), ex_), token,
-      detail::capture_buffers<boost::asio::const_buffer>(buffers));
-}
-
-template <typename CompletionToken> auto stream::async_shutdown(CompletionToken&& token) {
-  return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-      detail::initiate_stream_shutdown(impl_.get(), ex_), token);
-}
 
 /// Connects to a stream listener (an acceptor whose connections become streams through
 /// async_accept_stream) at `host`:`port`, as async_connect does, and makes the
