@@ -5,6 +5,8 @@
 
 #include <asio_rdma/stream.hpp>
 
+#include <boost/asio/append.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/beast/core/role.hpp>
 
 #include <utility>
@@ -12,15 +14,15 @@
 namespace asio_rdma {
 
 /// Beast's WebSocket teardown (found by argument-dependent lookup) once the closing
-/// handshake is over, as for a TCP socket: this side's data ends (async_shutdown), then
-/// the stream closes. Completes with success: the closing handshake is what said the
-/// connection is over, and the peer may well have closed its end first.
+/// handshake is over: the stream closes at once (the close frames have been exchanged and
+/// acknowledged, so nothing is lost) and the handler completes with success, posted. The
+/// operation does not refer to the stream after this call, which may therefore go before
+/// the handler runs.
 template <typename TeardownHandler>
 void async_teardown(boost::beast::role_type, stream& s, TeardownHandler&& handler) {
-  s.async_shutdown([&s, h = std::forward<TeardownHandler>(handler)](error_code) mutable {
-    s.close();
-    std::move(h)(error_code());
-  });
+  s.close();
+  boost::asio::post(s.get_executor(),
+                    boost::asio::append(std::forward<TeardownHandler>(handler), error_code()));
 }
 
 /// The synchronous teardown Beast's synchronous close calls: the stream closes.

@@ -232,6 +232,7 @@ BOOST_AUTO_TEST_CASE(beast_websocket_echo) {
     auto s = co_await make_streams();
     auto ex = co_await asio::this_coro::executor;
     websocket::stream<ar::stream&> server(s.server), client(s.client);
+    bool served = false;
     asio::co_spawn(
         ex,
         [&]() -> awaitable<void> {
@@ -239,8 +240,10 @@ BOOST_AUTO_TEST_CASE(beast_websocket_echo) {
           beast::flat_buffer buffer;
           for (;;) {
             auto [ec, n] = co_await server.async_read(buffer, asio::as_tuple(use_awaitable));
-            if (ec == websocket::error::closed)
+            if (ec == websocket::error::closed) {
+              served = true;
               co_return;
+            }
             BOOST_REQUIRE_MESSAGE(!ec, ec.message());
             server.text(server.got_text());
             co_await server.async_write(buffer.data(), use_awaitable);
@@ -256,5 +259,6 @@ BOOST_AUTO_TEST_CASE(beast_websocket_echo) {
       BOOST_TEST(beast::buffers_to_string(buffer.data()) == text);
     }
     co_await client.async_close(websocket::close_code::normal, use_awaitable);
+    co_await wait_until(served);
   });
 }
