@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 namespace asio_rdma {
 
@@ -73,6 +74,36 @@ public:
 
 } // namespace detail
 
+/// The memory of one side of a stream. Each side chooses its own; the two need not agree.
+struct stream_options {
+  /// The ring the peer RDMA-writes this side's incoming bytes into (registered memory,
+  /// 4 KiB .. 64 MiB). It bounds the bytes on their way to this side and waiting here
+  /// unread: a peer that has filled it waits until this side reads.
+  std::size_t ring_size = 256 * 1024;
+  /// The registered buffer this side's writes are copied into until the peer's transport
+  /// has them (4 KiB .. 64 MiB). A write waits while it is full.
+  std::size_t send_buffer_size = 64 * 1024;
+
+  /// Why these options are invalid (a sentence), or nullptr if they are valid.
+  const char* invalid() const noexcept {
+    constexpr std::size_t min = 4096, max = std::size_t(64) << 20;
+    if (ring_size < min || ring_size > max)
+      return "ring_size must be 4 KiB..64 MiB";
+    if (send_buffer_size < min || send_buffer_size > max)
+      return "send_buffer_size must be 4 KiB..64 MiB";
+    return nullptr;
+  }
+};
+
+/// Connection options for a connection that will carry a stream: the defaults, with
+/// receive buffers just large enough for the stream's control messages (its data goes
+/// straight into the ring), so that they cost kilobytes, not megabytes.
+inline connection_options stream_connection_options() noexcept {
+  connection_options o;
+  o.max_message_size = 64;
+  return o;
+}
+
 /// A reliable, ordered byte stream over one RC connection: what a TCP socket is to Asio's
 /// stream protocols. Models AsyncReadStream and AsyncWriteStream, so every composed
 /// operation written for them (asio::async_read, async_write, async_read_until with a
@@ -81,26 +112,26 @@ public:
 ///
 /// Made by async_connect_stream() or async_accept_stream(), or from an established
 /// connection (one connected out of band too). The stream owns the connection; the peer
-/// must be an asio_rdma::stream as well (see "Wire" below). Move-only; destroying it
-/// closes it.
+/// must be an asio_rdma::stream as well. Move-only; destroying it closes it.
 ///
 /// Bytes arrive once, in order and unchanged. A read completes with what has arrived
 /// (at least one byte, at most what the buffers hold), a write with the bytes it took
-/// (at most options().max_message_size per call, from at most 16 buffers): a partial
-/// read or write is normal, as on a socket; asio::async_read and async_write loop.
-/// A writer that outruns its reader waits (the connection's receive buffers running out
-/// hold it back, see connection_options::receive_queue_depth) and never fails for it.
+/// (as many as there is room for, from at most 16 buffers): a partial read or write is
+/// normal, as on a socket; asio::async_read and async_write loop. A writer that outruns
+/// its reader waits for room and never fails for it.
 ///
 /// Operations and threads: as for connection (its io_context's thread or a strand). At
 /// most one read and one write (or shutdown) may be pending at a time, as for any Asio
-/// stream that composed operations drive; a second read while one is pending fails with
+/// stream that composed operations drive; a second one while one is pending fails with
 /// asio::error::already_started. Handlers run on their associated executor (default the
 /// stream's), never inside the initiating function.
 ///
-/// Wire: each write is one message of the connection holding the bytes; a message of
-/// zero bytes is the end of the writer's data (async_shutdown). Nothing else is added,
-/// so memory per stream is the connection's buffers plus one receive staging buffer of
-/// max_message_size (for reads into smaller buffers). docs/stream.md describes it.
+/// Wire and memory (docs/stream.md): each side advertises a ring (stream_options); the
+/// writer copies its bytes into its send buffer and RDMA-writes them into the peer's ring,
+/// telling it how many in the write's immediate data (on iWARP, in a send after it); the
+/// reader copies them out and returns the room as credit. A stream's memory is its ring
+/// and send buffer plus the connection's buffers: stream_connection_options() gives a
+/// connection whose buffers are small, since no data passes through them.
 class stream {
 public:
   /// The type of the executor that runs handlers by default.
@@ -110,9 +141,15 @@ public:
 
   /// A stream that is not open; every operation fails with asio::error::not_connected.
   stream() noexcept;
-  /// Takes over an established connection: its bytes are this stream's from now on.
-  /// Receives the connection has already queued are read as stream data.
-  explicit stream(connection&& established);
+  /// Takes over an established connection, whose peer does the same: its messages are
+  /// this stream's from now on. Registers the ring and send buffer of `options` and sends
+  /// the peer this side's advertisement. Throws boost::system::system_error
+  /// (errc::invalid_option, or a registration failure).
+  explicit stream(connection&& established, const stream_options& options = {});
+  /// As above, reporting failure through `ec` (the stream is then not open, and the
+  /// connection closed).
+  stream(connection&& established, const stream_options& options, error_code& ec);
+
   /// Move constructor: takes over the other stream, which is left not open.
   stream(stream&&) noexcept;
   /// Closes this stream (see close()) and takes over `other`.
@@ -156,18 +193,21 @@ public:
         detail::capture_buffers<boost::asio::mutable_buffer>(buffers));
   }
 
-  /// Writes some of `buffers` (AsyncWriteStream's write_some): the bytes of its first 16
-  /// buffers, at most options().max_message_size.
+  /// Writes some of `buffers` (AsyncWriteStream's write_some): as many bytes of its first
+  /// 16 buffers as the send buffer and the peer's ring have room for.
   ///
-  /// Completion signature: void(error_code, std::size_t bytes_written). Completes when
-  /// the peer's transport has acknowledged them (the bytes are copied out of `buffers`
-  /// when posted, but `buffers` must stay valid until completion). A write of nothing
-  /// completes at once with 0. Errors: asio::error::shut_down after async_shutdown;
-  /// asio::error::not_connected; asio::error::operation_aborted (closed, or cancelled
-  /// while waiting for room in the send queue); the connection's transport error.
+  /// Completion signature: void(error_code, std::size_t bytes_written). Completes as soon
+  /// as the bytes are copied into the stream's send buffer (as a socket's write completes
+  /// once the kernel has them), which is at once when there is room; otherwise the write
+  /// waits until the peer's reader makes room. They are on their way then: a failure
+  /// later is reported by the next operation. A write of nothing completes at once with
+  /// 0. Errors: asio::error::shut_down after async_shutdown; asio::error::not_connected;
+  /// asio::error::operation_aborted (closed, or cancelled); asio::error::connection_reset
+  /// once the peer has gone; the connection's transport error; errc::protocol_error if
+  /// the peer broke the stream's protocol.
   ///
-  /// Cancellation (any type) is honoured while the write waits for room in the send
-  /// queue; once posted it completes as the connection's sends do (close() flushes it).
+  /// Cancellation (any type) withdraws a write that waits for room; nothing of it has
+  /// been taken then.
   template <typename ConstBufferSequence, typename CompletionToken = boost::asio::deferred_t>
     requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
   auto async_write_some(const ConstBufferSequence& buffers, CompletionToken&& token = {}) {
@@ -180,7 +220,8 @@ public:
   /// before it, the peer's reads complete with asio::error::eof. This side can still
   /// read. Writes after it fail with asio::error::shut_down; a second shutdown completes
   /// at once. Completion signature: void(error_code), when the peer's transport has the
-  /// end. Errors and cancellation as for async_write_some.
+  /// end. Errors as for async_write_some. Cancellation (any type) is honoured while the
+  /// end waits for earlier bytes to be on their way (writing may then go on).
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_shutdown(CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code)>(
@@ -208,11 +249,12 @@ namespace detail {
 /// executor, allocator and cancellation slot are the handler's own (the associator below).
 template <typename Handler> struct stream_of_connection {
   Handler handler;
+  stream_options options;
   void operator()(error_code ec, connection c) && {
     stream s;
     if (!ec) {
       try {
-        s = stream(std::move(c));
+        s = stream(std::move(c), options, ec);
       } catch (const std::bad_alloc&) {
         ec = make_error_code(std::errc::not_enough_memory);
       }
@@ -227,9 +269,10 @@ public:
   using io_initiation::io_initiation;
   template <typename Handler>
   void operator()(Handler&& handler, std::string host, std::uint16_t port,
-                  const connection_options& options) const {
+                  const connection_options& options, const stream_options& stream) const {
     async_connect(io(), std::move(host), port, options,
-                  stream_of_connection<std::decay_t<Handler>>{std::forward<Handler>(handler)});
+                  stream_of_connection<std::decay_t<Handler>>{std::forward<Handler>(handler),
+                                                              stream});
   }
 };
 
@@ -237,9 +280,10 @@ public:
 class initiate_accept_stream : public io_initiation<acceptor*, executor_held::by_value> {
 public:
   using io_initiation::io_initiation;
-  template <typename Handler> void operator()(Handler&& handler) const {
+  template <typename Handler>
+  void operator()(Handler&& handler, const stream_options& stream) const {
     impl_->async_accept(
-        stream_of_connection<std::decay_t<Handler>>{std::forward<Handler>(handler)});
+        stream_of_connection<std::decay_t<Handler>>{std::forward<Handler>(handler), stream});
   }
 };
 
@@ -247,23 +291,46 @@ public:
 
 /// Connects to a stream listener (an acceptor whose connections become streams through
 /// async_accept_stream) at `host`:`port`, as async_connect does, and makes the
-/// connection a stream. Completion signature: void(error_code, stream). Errors,
-/// timeouts and cancellation: those of async_connect.
+/// connection a stream with `stream_opts`. Completion signature: void(error_code,
+/// stream). Errors, timeouts and cancellation: those of async_connect, and the stream
+/// constructor's (errc::invalid_option, a registration failure).
 template <typename CompletionToken = boost::asio::deferred_t>
 auto async_connect_stream(const boost::asio::any_io_executor& ex, std::string host,
-                          std::uint16_t port, const connection_options& options = {},
-                          CompletionToken&& token = {}) {
+                          std::uint16_t port, const connection_options& options,
+                          const stream_options& stream_opts, CompletionToken&& token = {}) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, stream)>(
-      detail::initiate_connect_stream(ex), token, std::move(host), port, options);
+      detail::initiate_connect_stream(ex), token, std::move(host), port, options, stream_opts);
+}
+
+/// As above with the default stream_options, and by default
+/// stream_connection_options().
+template <typename CompletionToken = boost::asio::deferred_t>
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, stream_options>)
+auto async_connect_stream(const boost::asio::any_io_executor& ex, std::string host,
+                          std::uint16_t port,
+                          const connection_options& options = stream_connection_options(),
+                          CompletionToken&& token = {}) {
+  return async_connect_stream(ex, std::move(host), port, options, stream_options(),
+                              std::forward<CompletionToken>(token));
 }
 
 /// Accepts the next connection of `acceptor` (acceptor::async_accept) and makes it a
-/// stream. Completion signature: void(error_code, stream). Errors and cancellation:
-/// those of acceptor::async_accept. `acceptor` must outlive the operation.
+/// stream with `stream_opts` (give the acceptor stream_connection_options() for small
+/// connection buffers). Completion signature: void(error_code, stream). Errors and
+/// cancellation: those of acceptor::async_accept, and the stream constructor's.
+/// `acceptor` must outlive the operation.
 template <typename CompletionToken = boost::asio::deferred_t>
-auto async_accept_stream(acceptor& acceptor, CompletionToken&& token = {}) {
+auto async_accept_stream(acceptor& acceptor, const stream_options& stream_opts,
+                         CompletionToken&& token = {}) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, stream)>(
-      detail::initiate_accept_stream(&acceptor, acceptor.get_executor()), token);
+      detail::initiate_accept_stream(&acceptor, acceptor.get_executor()), token, stream_opts);
+}
+
+/// As above with the default stream_options.
+template <typename CompletionToken = boost::asio::deferred_t>
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, stream_options>)
+auto async_accept_stream(acceptor& acceptor, CompletionToken&& token = {}) {
+  return async_accept_stream(acceptor, stream_options(), std::forward<CompletionToken>(token));
 }
 
 } // namespace asio_rdma

@@ -89,6 +89,8 @@ public:
   ibv_pd* pd() const { return device_ ? device_->pd.get() : nullptr; }
   /// Keeps the device's protection domain alive (for memory regions).
   std::shared_ptr<void> device_handle() const { return device_; }
+  /// The device carries immediate data (every transport but iWARP).
+  bool has_immediate_data() const noexcept { return device_ && device_->has_immediate_data(); }
 
   /// Withdraws a queued (not yet posted) operation; called by its
   /// cancellation slot.

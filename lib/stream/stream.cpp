@@ -1,13 +1,16 @@
-// asio_rdma::stream: a byte stream over a connection's messages. A write is one message
-// (at most max_message_size bytes); a zero-length message ends the writer's data. A read
-// takes a whole message straight into the reader's buffers when they can hold the
-// largest one, and otherwise through the staging buffer, handing it out over as many
-// reads as it takes. The connection does the rest: ordering, flow control (receive
-// buffers running out hold the writer back), failures and cancellation of a waiting
-// receive without losing its message.
+// asio_rdma::stream: a byte stream over a connection (docs/stream.md). Each side
+// advertises a ring; a writer copies its bytes into its registered send buffer, RDMA-writes
+// them into the peer's ring and tells the peer how many (a control word in the write's
+// immediate data, or on iWARP a send after the write); the reader copies them out of its
+// ring into the application's buffers and hands the room back as credit. A write
+// completes once its bytes are copied in: the writer waits only when the send buffer or
+// the peer's ring (its credit) is full. One receive is always pending for the peer's
+// messages, so a read that is cancelled loses nothing: the bytes stay in the ring.
 #include "stream/stream_impl.hpp"
 
 #include "internal_access.hpp"
+#include "rc/connection_impl.hpp" // has_immediate_data
+#include "throw_if.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -17,6 +20,8 @@ namespace asio_rdma {
 namespace asio = boost::asio;
 
 namespace detail {
+
+namespace wire = stream_wire;
 
 void start_stream_read(stream_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
                        pending_operation<void(error_code, std::size_t)>&& op) {
@@ -30,49 +35,186 @@ void start_stream_shutdown(stream_impl* impl, pending_operation<void(error_code)
   impl->shutdown(std::move(op));
 }
 
-/// The connection's receive handler for a read: hands the result to the stream. Its
-/// memory is the stream's (one read at a time) and its cancellation slot the reader's,
-/// so cancelling the read withdraws the receive, which loses no message.
-struct stream_impl::read_continuation {
+// ---------------------------------------------------------------- continuations
+
+/// The handler of the receive that is always pending. Its memory is the stream's.
+struct stream_impl::received {
   std::shared_ptr<stream_impl> self;
 
-  using allocator_type = single_block_allocator<void, sizeof(read_memory_.bytes)>;
-  allocator_type get_allocator() const noexcept { return allocator_type(&self->read_memory_); }
-  using cancellation_slot_type = asio::cancellation_slot;
-  cancellation_slot_type get_cancellation_slot() const noexcept {
-    return self->read_op_.cancellation_slot();
-  }
+  using allocator_type = single_block_allocator<void, sizeof(handler_memory::bytes)>;
+  allocator_type get_allocator() const noexcept { return allocator_type(&self->receive_memory_); }
 
   void operator()(error_code ec, const received_message& message) {
-    auto s = std::move(self); // the stream lives until the read's handler has run
-    s->read_finished(ec, message.size);
+    auto s = std::move(self); // the stream lives until this has run
+    s->on_received(ec, message);
   }
 };
 
-/// The connection's send handler for the end-of-data message.
-struct stream_impl::shutdown_continuation {
+/// The handler of one of the stream's sends or RDMA writes: runs `then` with the data
+/// length it carried. Its memory is one of the stream's blocks.
+struct stream_impl::sent {
   std::shared_ptr<stream_impl> self;
+  handler_memory* memory;
+  sent_action then;
+  std::uint32_t length;
 
-  using allocator_type = single_block_allocator<void, sizeof(shutdown_memory_.bytes)>;
-  allocator_type get_allocator() const noexcept {
-    return allocator_type(&self->shutdown_memory_);
-  }
-  using cancellation_slot_type = asio::cancellation_slot;
-  cancellation_slot_type get_cancellation_slot() const noexcept {
-    return self->shutdown_op_.cancellation_slot();
-  }
+  using allocator_type = single_block_allocator<void, sizeof(handler_memory::bytes)>;
+  allocator_type get_allocator() const noexcept { return allocator_type(memory); }
 
   void operator()(error_code ec, std::size_t) {
     auto s = std::move(self);
-    s->shutdown_op_.complete(s->io_, from::completion_path, ec);
+    ((*s).*then)(ec, length);
   }
 };
 
-stream_impl::stream_impl(connection&& established)
-    : conn_(std::move(established)), conn_impl_(internal_access::impl(conn_)),
-      io_(conn_.get_executor()), staging_size_(conn_.options().max_message_size) {
-  staging_ = std::make_unique<std::byte[]>(staging_size_);
+/// A pending read, write or shutdown withdrawn by its caller's cancellation slot: it
+/// completes with operation_aborted. Nothing is lost: a read's bytes stay in the ring, a
+/// waiting write has copied nothing.
+struct stream_impl::read_canceller {
+  stream_impl* self;
+  void operator()(asio::cancellation_type) const {
+    self->read_op_.complete(self->io_, from::user_call, asio::error::operation_aborted, 0);
+  }
+};
+struct stream_impl::write_canceller {
+  stream_impl* self;
+  void operator()(asio::cancellation_type) const {
+    self->write_op_.complete(self->io_, from::user_call, asio::error::operation_aborted, 0);
+    self->flush(); // a shutdown may have waited for this write
+  }
+};
+struct stream_impl::shutdown_canceller {
+  stream_impl* self;
+  void operator()(asio::cancellation_type) const {
+    self->end_wanted_ = false; // the end is not posted yet: writing may go on
+    self->shutdown_op_.complete(self->io_, from::user_call, asio::error::operation_aborted);
+  }
+};
+
+// The handler runs on the stream's executor: the connection calls it directly.
+size_operation stream_impl::completion(handler_memory& memory, sent_action then,
+                                       std::uint32_t length) {
+  return size_operation(sent{shared_from_this(), &memory, then, length}, io_);
 }
+
+// ---------------------------------------------------------------- opening and closing
+
+stream_impl::stream_impl(connection&& established, const stream_options& options)
+    : conn_(std::move(established)), conn_impl_(internal_access::impl(conn_)),
+      io_(conn_.get_executor()), in_(options.ring_size), out_(options.send_buffer_size) {}
+
+void stream_impl::open(error_code& ec) {
+  immediate_ = conn_impl_->has_immediate_data();
+  ring_ = memory_region(conn_, in_.ring_size(), access::local_write | access::remote_write, ec);
+  if (!ec)
+    send_buffer_ = memory_region(conn_, out_.send_buffer_size(), access::none, ec);
+  if (ec)
+    return;
+  wire::advertisement mine;
+  mine.address = reinterpret_cast<std::uintptr_t>(ring_.data().data());
+  mine.rkey = ring_.rkey();
+  mine.ring_size = static_cast<std::uint32_t>(in_.ring_size());
+  advertisement_body_ = wire::encode(mine);
+  single_buffer<asio::const_buffer> body{asio::buffer(advertisement_body_)};
+  start_send(conn_impl_, body.view(), std::nullopt,
+             completion(advertisement_memory_, &stream_impl::write_posted));
+  arm_receive();
+}
+
+void stream_impl::close() noexcept {
+  conn_.close();
+  fail(asio::error::operation_aborted, from::user_call);
+}
+
+void stream_impl::fail(error_code ec, from origin) {
+  if (!read_end_)
+    read_end_ = ec;
+  if (!write_end_)
+    write_end_ = ec;
+  if (ec != asio::error::eof && ec != asio::error::operation_aborted && conn_.is_open())
+    conn_.close(); // a protocol error: the peer sees the connection end
+  if (read_op_ && in_.available() == 0)
+    read_op_.complete(io_, origin, read_end_, 0);
+  if (write_op_)
+    write_op_.complete(io_, origin, write_end_, 0);
+  if (shutdown_op_ && !end_posted_)
+    shutdown_op_.complete(io_, origin, write_end_);
+}
+
+// ---------------------------------------------------------------- the peer's messages
+
+void stream_impl::arm_receive() {
+  single_buffer<asio::mutable_buffer> control{asio::buffer(control_)};
+  // The handler runs on the stream's executor: the connection calls it directly.
+  start_receive(conn_impl_, control.view(),
+                pending_operation<void(error_code, received_message)>(
+                    received{shared_from_this()}, io_));
+}
+
+void stream_impl::on_received(error_code ec, const received_message& message) {
+  if (ec == asio::error::eof) {
+    // The peer's connection ended: what it wrote before is still read.
+    read_end_ = asio::error::eof;
+    return fail(asio::error::connection_reset, from::completion_path);
+  }
+  if (ec == errc::buffer_too_small)
+    ec = errc::protocol_error; // a message no stream sends
+  if (!ec && !handle(message))
+    ec = errc::protocol_error;
+  if (ec)
+    return fail(ec, from::completion_path);
+  arm_receive();
+}
+
+bool stream_impl::handle(const received_message& message) {
+  std::uint32_t word = 0;
+  if (message.immediate) {
+    if (!message.rdma_write && message.size != 0)
+      return false;
+    word = *message.immediate;
+  } else if (message.size == wire::word_size) {
+    word = wire::decode_word(control_.data());
+  } else {
+    return take_advertisement(message.size);
+  }
+  const std::uint32_t value = wire::value_of(word);
+  if (!peer_.ring_size)
+    return false; // the advertisement comes first
+  switch (wire::kind_of(word)) {
+  case wire::kind::data:
+    if (end_received_ || (message.rdma_write && message.size != value) || !in_.arrived(value))
+      return false;
+    wake_reader();
+    return true;
+  case wire::kind::credit:
+    if (message.rdma_write || !out_.credit(value))
+      return false;
+    flush();
+    wake_writer();
+    return true;
+  case wire::kind::end:
+    if (message.rdma_write || end_received_ || value != 0)
+      return false;
+    end_received_ = true;
+    read_end_ = asio::error::eof;
+    wake_reader();
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool stream_impl::take_advertisement(std::size_t size) {
+  auto ad = wire::decode_advertisement(control_.data(), size);
+  if (!ad || peer_.ring_size)
+    return false;
+  peer_ = *ad;
+  out_.set_peer_ring(ad->ring_size);
+  wake_writer();
+  return true;
+}
+
+// ---------------------------------------------------------------- reading
 
 void stream_impl::read(const buffer_view<asio::mutable_buffer>& buffers,
                        pending_operation<void(error_code, std::size_t)>&& op) {
@@ -81,94 +223,221 @@ void stream_impl::read(const buffer_view<asio::mutable_buffer>& buffers,
     return op.complete(io_, from::user_call, asio::error::already_started, 0);
   if (buffers.count == 0)
     return op.complete(io_, from::user_call, error_code(), 0);
-  if (staged_begin_ < staged_end_)
-    return op.complete(io_, from::user_call, error_code(), take_staged(buffers));
-  if (eof_)
-    return op.complete(io_, from::user_call, asio::error::eof, 0);
   read_op_ = std::move(op);
   read_buffers_.assign(buffers);
   read_buffers_.too_many = false;
-  read_direct_ = read_buffers_.total_size >= staging_size_;
-  // The continuation runs on the stream's executor: the receive calls it directly.
-  pending_operation<void(error_code, received_message)> receive(
-      read_continuation{shared_from_this()}, io_);
-  if (read_direct_) {
-    start_receive(conn_impl_, read_buffers_.view(), std::move(receive));
-  } else {
-    single_buffer<asio::mutable_buffer> staging{asio::buffer(staging_.get(), staging_size_)};
-    start_receive(conn_impl_, staging.view(), std::move(receive));
-  }
+  if (in_.available() > 0 || read_end_)
+    return complete_read(from::user_call);
+  read_op_.on_cancel(read_canceller{this});
 }
 
-void stream_impl::read_finished(error_code ec, std::size_t n) {
-  if (!ec && n == 0)
-    ec = asio::error::eof; // the peer's end of data
-  if (ec == asio::error::eof)
-    eof_ = true;
+void stream_impl::wake_reader() {
+  if (read_op_)
+    complete_read(from::completion_path);
+}
+
+void stream_impl::complete_read(from origin) {
+  if (in_.available() == 0)
+    return read_op_.complete(io_, origin, read_end_, 0);
+  const std::size_t n = copy_out(read_buffers_.view());
+  return_credit();
+  read_op_.complete(io_, origin, error_code(), n);
+}
+
+std::size_t stream_impl::copy_out(const buffer_view<asio::mutable_buffer>& buffers) noexcept {
   std::size_t taken = 0;
-  if (!ec) {
-    if (read_direct_) {
-      taken = n;
-    } else {
-      staged_begin_ = 0;
-      staged_end_ = n;
-      taken = take_staged(read_buffers_.view());
+  for (std::size_t i = 0; i < buffers.count && in_.available() > 0; ++i) {
+    auto* dst = static_cast<std::byte*>(buffers.items[i].data());
+    std::size_t room = buffers.items[i].size();
+    while (room > 0 && in_.available() > 0) { // twice where the ring wraps
+      const std::size_t n = std::min(room, in_.contiguous());
+      std::memcpy(dst, ring_.data().data() + in_.read_offset(), n);
+      in_.consumed(n);
+      dst += n;
+      room -= n;
+      taken += n;
     }
-  }
-  read_op_.complete(io_, from::completion_path, ec, taken);
-}
-
-std::size_t stream_impl::take_staged(const buffer_view<asio::mutable_buffer>& buffers) noexcept {
-  std::size_t taken = 0;
-  for (std::size_t i = 0; i < buffers.count && staged_begin_ < staged_end_; ++i) {
-    std::size_t n = std::min(buffers.items[i].size(), staged_end_ - staged_begin_);
-    std::memcpy(buffers.items[i].data(), staging_.get() + staged_begin_, n);
-    staged_begin_ += n;
-    taken += n;
   }
   return taken;
 }
 
-void stream_impl::write(const buffer_view<asio::const_buffer>& buffers,
-                        pending_operation<void(error_code, std::size_t)>&& op) {
-  if (shut_down_)
-    return op.complete(io_, from::user_call, asio::error::shut_down, 0);
-  if (buffers.total_size == 0 && !buffers.too_many)
-    return op.complete(io_, from::user_call, error_code(), 0);
-  // One message: the first 16 buffers, cut at max_message_size (a write may always
-  // take fewer bytes). Empty buffers are skipped: a zero-length message means the end.
-  const_buffer_array message;
-  std::size_t room = staging_size_;
-  for (std::size_t i = 0; i < buffers.count && room > 0; ++i) {
-    std::size_t n = std::min(buffers.items[i].size(), room);
-    if (n == 0)
-      continue;
-    message.push_back(asio::const_buffer(buffers.items[i].data(), n));
-    room -= n;
-  }
-  if (message.total_size == 0)
-    return op.complete(io_, from::user_call, error_code(), 0);
-  start_send(conn_impl_, message.view(), std::nullopt, std::move(op));
+void stream_impl::return_credit() {
+  if (credit_in_flight_ || write_end_)
+    return;
+  const std::size_t n = in_.credit_due();
+  if (n == 0)
+    return;
+  in_.credit_sent(n);
+  credit_in_flight_ = true;
+  send_word(wire::word(wire::kind::credit, static_cast<std::uint32_t>(n)), credit_body_,
+            credit_memory_, &stream_impl::credit_sent);
 }
 
+void stream_impl::credit_sent(error_code ec, std::uint32_t) {
+  credit_in_flight_ = false;
+  if (ec)
+    return fail(ec, from::completion_path);
+  return_credit(); // the reader may have read on meanwhile
+}
+
+// ---------------------------------------------------------------- writing
+
+void stream_impl::write(const buffer_view<asio::const_buffer>& buffers,
+                        pending_operation<void(error_code, std::size_t)>&& op) {
+  if (end_wanted_ || end_posted_)
+    return op.complete(io_, from::user_call, asio::error::shut_down, 0);
+  if (write_end_)
+    return op.complete(io_, from::user_call, write_end_, 0);
+  if (write_op_)
+    return op.complete(io_, from::user_call, asio::error::already_started, 0);
+  if (buffers.total_size == 0 && !buffers.too_many)
+    return op.complete(io_, from::user_call, error_code(), 0);
+  if (out_.room() > 0) {
+    const std::size_t n = copy_in(buffers);
+    flush();
+    return op.complete(io_, from::user_call, error_code(), n);
+  }
+  write_op_ = std::move(op);
+  write_buffers_.assign(buffers);
+  write_buffers_.too_many = false;
+  write_op_.on_cancel(write_canceller{this});
+}
+
+void stream_impl::wake_writer() {
+  if (!write_op_ || out_.room() == 0)
+    return;
+  const std::size_t n = copy_in(write_buffers_.view());
+  flush();
+  write_op_.complete(io_, from::completion_path, error_code(), n);
+}
+
+std::size_t stream_impl::copy_in(const buffer_view<asio::const_buffer>& buffers) noexcept {
+  // The first 16 buffers, as much as there is room for (a write may take fewer bytes).
+  std::size_t taken = 0;
+  for (std::size_t i = 0; i < buffers.count && out_.room() > 0; ++i) {
+    const auto* src = static_cast<const std::byte*>(buffers.items[i].data());
+    std::size_t left = buffers.items[i].size();
+    while (left > 0 && out_.room() > 0) { // twice where the send buffer wraps
+      const std::size_t offset = out_.copy_offset();
+      const std::size_t n = std::min({left, out_.room(), send_buffer_.size() - offset});
+      std::memcpy(send_buffer_.data().data() + offset, src, n);
+      out_.copied(n);
+      src += n;
+      left -= n;
+      taken += n;
+    }
+  }
+  return taken;
+}
+
+void stream_impl::flush() {
+  while (posts_in_flight_ < max_posts && !write_end_) {
+    const stream_writer_window::post p = out_.next_post(max_post_size);
+    if (p.length == 0)
+      break;
+    out_.posted(p.length);
+    ++posts_in_flight_;
+    post_data(p);
+  }
+  if (end_wanted_ && !end_posted_ && !write_op_ && out_.all_posted() && !write_end_) {
+    end_posted_ = true;
+    send_word(wire::word(wire::kind::end, 0), end_body_, end_memory_, &stream_impl::end_sent);
+  }
+}
+
+void stream_impl::post_data(const stream_writer_window::post& p) {
+  const auto length = static_cast<std::uint32_t>(p.length);
+  const local_buffer local = send_buffer_.slice(p.local_offset, p.length);
+  work_request request;
+  request.op = work_request::kind::write;
+  request.local = list_view<local_buffer>{&local, 1};
+  request.remote = remote_buffer{peer_.address + p.remote_offset, peer_.rkey, p.length};
+  // At most max_posts are in flight and they complete in order: a block per post (two on
+  // iWARP) in turn is free again when its turn comes.
+  const std::size_t turn = posts_started_++ % max_posts;
+  if (immediate_) {
+    request.immediate = wire::word(wire::kind::data, length);
+    return start_work(conn_impl_, request,
+                      completion(post_memory_[2 * turn], &stream_impl::data_posted, length));
+  }
+  // iWARP: a send after the write tells the peer (RC places the write's bytes first).
+  start_work(conn_impl_, request, completion(post_memory_[2 * turn], &stream_impl::write_posted));
+  send_word(wire::word(wire::kind::data, length), data_bodies_[turn], post_memory_[2 * turn + 1],
+            &stream_impl::data_posted, length);
+}
+
+void stream_impl::data_posted(error_code ec, std::uint32_t length) {
+  --posts_in_flight_;
+  if (ec)
+    return fail(ec, from::completion_path);
+  out_.completed(length);
+  flush();
+  wake_writer();
+}
+
+void stream_impl::write_posted(error_code ec, std::uint32_t) {
+  if (ec)
+    fail(ec, from::completion_path);
+}
+
+void stream_impl::send_word(std::uint32_t word,
+                            std::array<std::byte, wire::word_size>& body,
+                            handler_memory& memory, sent_action then, std::uint32_t length) {
+  if (immediate_)
+    return start_send(conn_impl_, buffer_view<asio::const_buffer>{}, word,
+                      completion(memory, then, length));
+  body = wire::encode_word(word);
+  single_buffer<asio::const_buffer> view{asio::buffer(body)};
+  start_send(conn_impl_, view.view(), std::nullopt, completion(memory, then, length));
+}
+
+// ---------------------------------------------------------------- shutdown
+
 void stream_impl::shutdown(pending_operation<void(error_code)>&& op) {
-  if (shut_down_ || shutdown_op_)
-    return op.complete(io_, from::user_call, error_code());
-  shut_down_ = true;
+  if (end_wanted_ || end_posted_)
+    return op.complete(io_, from::user_call, error_code()); // a second shutdown
+  if (write_end_)
+    return op.complete(io_, from::user_call, write_end_);
+  end_wanted_ = true;
   shutdown_op_ = std::move(op);
-  start_send(conn_impl_, buffer_view<asio::const_buffer>{}, std::nullopt,
-             pending_operation<void(error_code, std::size_t)>(
-                 shutdown_continuation{shared_from_this()}, io_));
+  shutdown_op_.on_cancel(shutdown_canceller{this});
+  flush();
+}
+
+void stream_impl::end_sent(error_code ec, std::uint32_t) {
+  if (ec)
+    fail(ec, from::completion_path);
+  if (shutdown_op_)
+    shutdown_op_.complete(io_, from::completion_path, ec);
 }
 
 } // namespace detail
 
+// ---------------------------------------------------------------- stream
+
 stream::stream() noexcept = default;
 
-stream::stream(connection&& established) {
+stream::stream(connection&& established, const stream_options& options) {
+  error_code ec;
+  *this = stream(std::move(established), options, ec);
+  detail::throw_if(ec, "asio_rdma::stream");
+}
+
+stream::stream(connection&& established, const stream_options& options, error_code& ec) {
+  ec = {};
   if (!detail::internal_access::impl(established))
     return; // never open: so is the stream
-  impl_ = std::make_shared<detail::stream_impl>(std::move(established));
+  if (options.invalid()) {
+    ec = errc::invalid_option;
+    return;
+  }
+  auto impl = std::make_shared<detail::stream_impl>(std::move(established), options);
+  impl->open(ec);
+  if (ec) {
+    impl->close();
+    return;
+  }
+  impl_ = std::move(impl);
   ex_ = impl_->io();
 }
 stream::stream(stream&&) noexcept = default;

@@ -1,14 +1,17 @@
-// asio_rdma::stream's state: the connection it owns, the staging buffer of reads into
-// buffers smaller than a message, and the one pending read.
+// asio_rdma::stream's state: the connection it owns, the ring the peer writes into, the
+// send buffer its own writes are copied into, the protocol's bookkeeping
+// (stream_window.hpp), and the one pending read, write and shutdown.
 #pragma once
 
 #include "async/fd_waiter.hpp" // single_block_allocator
+#include "stream/stream_window.hpp"
+#include "stream/stream_wire.hpp"
 
 #include <asio_rdma/connection.hpp>
+#include <asio_rdma/memory_region.hpp>
 #include <asio_rdma/stream.hpp>
 
-#include <boost/asio/cancellation_signal.hpp>
-
+#include <array>
 #include <cstddef>
 #include <memory>
 
@@ -16,12 +19,15 @@ namespace asio_rdma::detail {
 
 class stream_impl : public std::enable_shared_from_this<stream_impl> {
 public:
-  explicit stream_impl(connection&& established);
+  stream_impl(connection&& established, const stream_options& options);
+
+  /// Registers the ring and the send buffer, sends the advertisement and starts
+  /// receiving the peer's messages. Once, right after construction.
+  void open(error_code& ec);
 
   const connection& conn() const noexcept { return conn_; }
-  connection_impl* conn_impl() const noexcept { return conn_impl_; }
   const boost::asio::any_io_executor& io() const noexcept { return io_; }
-  void close() noexcept { conn_.close(); }
+  void close() noexcept;
 
   void read(const buffer_view<boost::asio::mutable_buffer>& buffers,
             pending_operation<void(error_code, std::size_t)>&& op);
@@ -30,41 +36,104 @@ public:
   void shutdown(pending_operation<void(error_code)>&& op);
 
 private:
-  struct read_continuation;
-  struct shutdown_continuation;
+  struct received;
+  struct sent;
+  struct read_canceller;
+  struct write_canceller;
+  struct shutdown_canceller;
+  /// What to do when a send or RDMA write of the stream's completes: (error, the data
+  /// length it carried).
+  using sent_action = void (stream_impl::*)(error_code, std::uint32_t);
+  using handler_memory = single_block<160>;
 
-  /// The connection's receive for the pending read has completed (`n` bytes in the
-  /// staging buffer, or in the reader's own buffers for a direct read).
-  void read_finished(error_code ec, std::size_t n);
-  /// Copies staged bytes into `buffers`; returns how many.
-  std::size_t take_staged(const buffer_view<boost::asio::mutable_buffer>& buffers) noexcept;
+  /// At most this many RDMA writes of data in flight; more bytes written meanwhile are
+  /// coalesced into the next ones. Each is at most max_post_size bytes.
+  static constexpr std::size_t max_posts = 4;
+  static constexpr std::size_t max_post_size = 64 * 1024;
+
+  // Receiving the peer's messages: one receive always pending.
+  void arm_receive();
+  void on_received(error_code ec, const received_message& message);
+  /// Acts on one message; false if it breaks the protocol.
+  bool handle(const received_message& message);
+  bool take_advertisement(std::size_t size);
+
+  // Reading.
+  void wake_reader();
+  void complete_read(from origin);
+  std::size_t copy_out(const buffer_view<boost::asio::mutable_buffer>& buffers) noexcept;
+  void return_credit();
+  void credit_sent(error_code ec, std::uint32_t);
+
+  // Writing.
+  std::size_t copy_in(const buffer_view<boost::asio::const_buffer>& buffers) noexcept;
+  /// Posts what has been copied and not posted (up to max_posts in flight), then the end
+  /// of data once everything before it is posted.
+  void flush();
+  void post_data(const stream_writer_window::post& p);
+  void data_posted(error_code ec, std::uint32_t length);
+  void write_posted(error_code ec, std::uint32_t);
+  void wake_writer();
+  void end_sent(error_code ec, std::uint32_t);
+
+  /// Sends a control word (immediate data, or a 4-byte body kept in `body`).
+  void send_word(std::uint32_t word, std::array<std::byte, stream_wire::word_size>& body,
+                 handler_memory& memory, sent_action then, std::uint32_t length = 0);
+  size_operation completion(handler_memory& memory, sent_action then, std::uint32_t length = 0);
+
+  /// The stream failed (transport error, protocol error, close): pending operations
+  /// complete with `ec`, later ones too once the bytes already here are read.
+  void fail(error_code ec, from origin);
 
   connection conn_;
   connection_impl* conn_impl_;
   boost::asio::any_io_executor io_;
+  /// The device carries immediate data (not iWARP): notifications ride in it.
+  bool immediate_ = false;
 
-  // Reads. A message larger than the reader's buffers is received here and handed out
-  // over several reads: [staged_begin_, staged_end_) is what is left of it.
-  std::unique_ptr<std::byte[]> staging_;
-  std::size_t staging_size_;
-  std::size_t staged_begin_ = 0;
-  std::size_t staged_end_ = 0;
-  /// The peer's end of data (a zero-length message) or its disconnect has been read:
-  /// every later read completes with eof.
-  bool eof_ = false;
-  /// The pending read, its buffers, and whether the connection receives into them
-  /// directly (they hold a whole message) or into the staging buffer.
+  // The peer writes into ring_; this side's writes are copied into send_buffer_.
+  memory_region ring_;
+  memory_region send_buffer_;
+  stream_reader_window in_;
+  stream_writer_window out_;
+  stream_wire::advertisement peer_{};
+
+  /// Reads get this once the ring is empty: eof after the peer's end or disconnect, or
+  /// the stream's failure.
+  error_code read_end_;
+  /// Writes (and shutdown) get this: the stream's failure, or connection_reset once the
+  /// peer has gone.
+  error_code write_end_;
+  bool end_received_ = false;
+
+  // The receive always pending, into a buffer that holds any control message.
+  alignas(8) std::array<std::byte, 32> control_{};
+  handler_memory receive_memory_;
+
+  // The pending read.
   pending_operation<void(error_code, std::size_t)> read_op_;
   buffer_array<boost::asio::mutable_buffer> read_buffers_;
-  bool read_direct_ = false;
-  /// The memory of the connection's receive handler (one read at a time): no
-  /// allocation per read.
-  single_block<128> read_memory_;
 
-  // Writes.
-  bool shut_down_ = false;
+  // The pending write (waiting for room) and the RDMA writes in flight.
+  pending_operation<void(error_code, std::size_t)> write_op_;
+  buffer_array<boost::asio::const_buffer> write_buffers_;
+  std::size_t posts_in_flight_ = 0;
+  std::array<handler_memory, 2 * max_posts> post_memory_; // a write and, on iWARP, its send
+  std::size_t posts_started_ = 0;
+  std::array<std::array<std::byte, stream_wire::word_size>, max_posts> data_bodies_{};
+
+  // Control messages: the advertisement, credit (one in flight), the end of data.
+  std::array<std::byte, stream_wire::advertisement_size> advertisement_body_{};
+  handler_memory advertisement_memory_;
+  bool credit_in_flight_ = false;
+  std::array<std::byte, stream_wire::word_size> credit_body_{};
+  handler_memory credit_memory_;
+  /// async_shutdown asked for the end; it is sent once every byte before it is posted.
+  bool end_wanted_ = false;
+  bool end_posted_ = false;
+  std::array<std::byte, stream_wire::word_size> end_body_{};
+  handler_memory end_memory_;
   pending_operation<void(error_code)> shutdown_op_;
-  single_block<128> shutdown_memory_;
 };
 
 } // namespace asio_rdma::detail

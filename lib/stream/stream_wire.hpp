@@ -1,0 +1,88 @@
+// The stream's messages on the wire (docs/stream.md, "On the wire"): a 32-bit control
+// word, carried in the immediate data of an RDMA write / zero-length send where the
+// device has immediate data, else as the 4-byte body of a send; and the ring
+// advertisement each side sends first.
+#pragma once
+
+#include <boost/endian/conversion.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+namespace asio_rdma::detail::stream_wire {
+
+/// The control word: the type in the top 4 bits, a value in the other 28.
+enum class kind : std::uint32_t {
+  data = 0,          ///< `value` more bytes are in the receiver's ring
+  credit = 1,        ///< the receiver read `value` more bytes: their place is free
+  end = 2,           ///< the sender's data ends (async_shutdown); value 0
+  advertisement = 3, ///< first message of each side: its ring (value: the version)
+};
+constexpr std::uint32_t value_bits = 28;
+constexpr std::uint32_t value_mask = (std::uint32_t(1) << value_bits) - 1;
+constexpr std::uint32_t version = 1;
+
+/// The largest ring a side may advertise (and so the largest data or credit value).
+constexpr std::size_t max_ring_size = std::size_t(64) << 20;
+/// The smallest.
+constexpr std::size_t min_ring_size = 4096;
+
+constexpr std::uint32_t word(kind k, std::uint32_t value) noexcept {
+  return static_cast<std::uint32_t>(k) << value_bits | (value & value_mask);
+}
+constexpr kind kind_of(std::uint32_t w) noexcept { return static_cast<kind>(w >> value_bits); }
+constexpr std::uint32_t value_of(std::uint32_t w) noexcept { return w & value_mask; }
+
+/// A control word as a send's body (little-endian), for devices without immediate data.
+constexpr std::size_t word_size = 4;
+inline std::array<std::byte, word_size> encode_word(std::uint32_t w) noexcept {
+  std::array<std::byte, word_size> out;
+  boost::endian::store_little_u32(reinterpret_cast<unsigned char*>(out.data()), w);
+  return out;
+}
+inline std::uint32_t decode_word(const std::byte* in) noexcept {
+  return boost::endian::load_little_u32(reinterpret_cast<const unsigned char*>(in));
+}
+
+/// The advertisement: word(advertisement, version), the ring's size, address and rkey,
+/// 4 zero bytes; little-endian.
+struct advertisement {
+  std::uint64_t address = 0;
+  std::uint32_t rkey = 0;
+  std::uint32_t ring_size = 0;
+};
+constexpr std::size_t advertisement_size = 24;
+
+inline std::array<std::byte, advertisement_size> encode(const advertisement& a) noexcept {
+  std::array<std::byte, advertisement_size> out{};
+  auto* p = reinterpret_cast<unsigned char*>(out.data());
+  boost::endian::store_little_u32(p, word(kind::advertisement, version));
+  boost::endian::store_little_u32(p + 4, a.ring_size);
+  boost::endian::store_little_u64(p + 8, a.address);
+  boost::endian::store_little_u32(p + 16, a.rkey);
+  return out;
+}
+
+/// The advertisement in `size` bytes, or nothing if they are not one this version
+/// understands (wrong length, type, version, or a ring size out of bounds).
+inline std::optional<advertisement> decode_advertisement(const std::byte* in,
+                                                         std::size_t size) noexcept {
+  if (size != advertisement_size)
+    return std::nullopt;
+  const auto* p = reinterpret_cast<const unsigned char*>(in);
+  if (boost::endian::load_little_u32(p) != word(kind::advertisement, version) ||
+      boost::endian::load_little_u32(p + 20) != 0)
+    return std::nullopt;
+  advertisement a;
+  a.ring_size = boost::endian::load_little_u32(p + 4);
+  a.address = boost::endian::load_little_u64(p + 8);
+  a.rkey = boost::endian::load_little_u32(p + 16);
+  if (a.ring_size < min_ring_size || a.ring_size > max_ring_size)
+    return std::nullopt;
+  return a;
+}
+
+} // namespace asio_rdma::detail::stream_wire

@@ -1,0 +1,243 @@
+// The stream protocol's bookkeeping (lib/stream/stream_window.hpp) and its wire encoding
+// (stream_wire.hpp) without a device: credit, where the rings wrap, a peer that writes
+// past its credit or returns credit it was never given, and malformed advertisements.
+#define BOOST_TEST_MODULE stream_window
+#include <boost/test/unit_test.hpp>
+
+#include "stream/stream_window.hpp"
+#include "stream/stream_wire.hpp"
+
+#include <cstddef>
+#include <vector>
+
+namespace {
+using asio_rdma::detail::stream_reader_window;
+using asio_rdma::detail::stream_writer_window;
+namespace wire = asio_rdma::detail::stream_wire;
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(writer_window_tests)
+
+BOOST_AUTO_TEST_CASE(nothing_is_written_before_the_peer_advertises_its_ring) {
+  stream_writer_window w(4096);
+  BOOST_TEST(w.room() == 0u);
+  BOOST_TEST(w.next_post(1 << 20).length == 0u);
+  w.set_peer_ring(8192);
+  BOOST_TEST(w.room() == 4096u); // the send buffer is the smaller
+}
+
+BOOST_AUTO_TEST_CASE(credit_bounds_the_bytes_in_the_peers_ring) {
+  stream_writer_window w(1 << 20);
+  w.set_peer_ring(4096);
+  BOOST_TEST(w.room() == 4096u);
+  w.copied(4096);
+  BOOST_TEST(w.room() == 0u);
+  auto p = w.next_post(1 << 20);
+  BOOST_TEST(p.length == 4096u);
+  w.posted(p.length);
+  w.completed(p.length);
+  BOOST_TEST(w.room() == 0u); // completed, but the reader has not read them
+  BOOST_TEST(w.credit(1024));
+  BOOST_TEST(w.room() == 1024u);
+}
+
+BOOST_AUTO_TEST_CASE(the_send_buffer_is_free_again_once_writes_complete) {
+  stream_writer_window w(4096);
+  w.set_peer_ring(1 << 20);
+  w.copied(4096);
+  BOOST_TEST(w.room() == 0u);
+  w.posted(4096);
+  BOOST_TEST(w.room() == 0u); // posted: the device still reads the buffer
+  w.completed(4096);
+  BOOST_TEST(w.room() == 4096u);
+}
+
+BOOST_AUTO_TEST_CASE(posts_are_cut_where_either_ring_wraps_and_at_the_maximum) {
+  stream_writer_window w(4096);
+  w.set_peer_ring(6144);
+  w.copied(3000);
+  auto p = w.next_post(1000);
+  BOOST_TEST(p.local_offset == 0u);
+  BOOST_TEST(p.remote_offset == 0u);
+  BOOST_TEST(p.length == 1000u);
+  w.posted(1000);
+  p = w.next_post(1 << 20);
+  BOOST_TEST(p.length == 2000u);
+  w.posted(2000);
+  w.completed(3000);
+  BOOST_TEST(w.credit(3000));
+  // 3000 .. 7096: the send buffer wraps at 4096, the peer's ring at 6144.
+  w.copied(4096);
+  p = w.next_post(1 << 20);
+  BOOST_TEST(p.local_offset == 3000u);
+  BOOST_TEST(p.remote_offset == 3000u);
+  BOOST_TEST(p.length == 1096u); // to the send buffer's end
+  w.posted(p.length);
+  p = w.next_post(1 << 20);
+  BOOST_TEST(p.local_offset == 0u);
+  BOOST_TEST(p.remote_offset == 4096u);
+  BOOST_TEST(p.length == 2048u); // to the peer ring's end
+  w.posted(p.length);
+  p = w.next_post(1 << 20);
+  BOOST_TEST(p.local_offset == 2048u);
+  BOOST_TEST(p.remote_offset == 0u);
+  BOOST_TEST(p.length == 952u);
+  w.posted(p.length);
+  BOOST_TEST(w.all_posted());
+  BOOST_TEST(w.next_post(1 << 20).length == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(credit_beyond_what_was_posted_is_refused) {
+  stream_writer_window w(4096);
+  w.set_peer_ring(4096);
+  BOOST_TEST(!w.credit(1)); // nothing posted
+  w.copied(100);
+  BOOST_TEST(!w.credit(100)); // copied, not posted
+  w.posted(100);
+  BOOST_TEST(!w.credit(0));
+  BOOST_TEST(!w.credit(101));
+  BOOST_TEST(w.credit(60));
+  BOOST_TEST(!w.credit(41));
+  BOOST_TEST(w.credit(40));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(reader_window_tests)
+
+BOOST_AUTO_TEST_CASE(arrived_bytes_are_read_across_the_wrap) {
+  stream_reader_window r(4096);
+  BOOST_TEST(r.arrived(4000));
+  r.consumed(4000);
+  BOOST_TEST(r.arrived(200)); // 4000 .. 4200: wraps
+  BOOST_TEST(r.read_offset() == 4000u);
+  BOOST_TEST(r.contiguous() == 96u);
+  r.consumed(96);
+  BOOST_TEST(r.read_offset() == 0u);
+  BOOST_TEST(r.contiguous() == 104u);
+  r.consumed(104);
+  BOOST_TEST(r.available() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_peer_that_writes_past_its_credit_is_refused) {
+  stream_reader_window r(4096);
+  BOOST_TEST(!r.arrived(0));
+  BOOST_TEST(!r.arrived(4097));
+  BOOST_TEST(r.arrived(4000));
+  BOOST_TEST(!r.arrived(97));
+  BOOST_TEST(r.arrived(96));
+  r.consumed(1000);
+  BOOST_TEST(!r.arrived(1001));
+  BOOST_TEST(r.arrived(1000));
+}
+
+BOOST_AUTO_TEST_CASE(credit_is_returned_a_quarter_ring_at_a_time) {
+  stream_reader_window r(4096);
+  BOOST_TEST(r.arrived(4096));
+  r.consumed(1023);
+  BOOST_TEST(r.credit_due() == 0u);
+  r.consumed(1);
+  BOOST_TEST(r.credit_due() == 1024u);
+  r.credit_sent(1024);
+  BOOST_TEST(r.credit_due() == 0u);
+  r.consumed(3072);
+  BOOST_TEST(r.credit_due() == 3072u);
+}
+
+BOOST_AUTO_TEST_CASE(a_writer_and_a_reader_move_every_byte_through_small_rings) {
+  // Both windows together, as two streams run them, with random sizes: every byte
+  // arrives once, in order, and the writer never overruns the reader's ring.
+  stream_writer_window w(5000);
+  stream_reader_window r(7000);
+  w.set_peer_ring(r.ring_size());
+  std::vector<std::size_t> in_flight;
+  std::uint64_t written = 0, read = 0, seed = 1;
+  auto next = [&seed](std::size_t bound) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::size_t>(seed >> 33) % bound + 1;
+  };
+  for (int step = 0; step < 100000; ++step) {
+    switch (next(4)) {
+    case 1: {
+      const std::size_t n = std::min(next(3000), w.room());
+      w.copied(n);
+      written += n;
+      break;
+    }
+    case 2: {
+      const auto p = w.next_post(next(2000));
+      if (p.length == 0)
+        break;
+      w.posted(p.length);
+      BOOST_REQUIRE(r.arrived(p.length));
+      in_flight.push_back(p.length);
+      break;
+    }
+    case 3:
+      if (!in_flight.empty()) {
+        w.completed(in_flight.front());
+        in_flight.erase(in_flight.begin());
+      }
+      break;
+    default: {
+      const std::size_t n = std::min(next(3000), r.available());
+      r.consumed(n);
+      read += n;
+      if (const std::size_t credit = r.credit_due()) {
+        r.credit_sent(credit);
+        BOOST_REQUIRE(w.credit(credit));
+      }
+    }
+    }
+  }
+  BOOST_TEST(read <= written);
+  BOOST_TEST(written > 1000000u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(wire_tests)
+
+BOOST_AUTO_TEST_CASE(a_control_word_keeps_its_kind_and_value) {
+  const auto w = wire::word(wire::kind::credit, 65536);
+  BOOST_TEST(static_cast<int>(wire::kind_of(w)) == static_cast<int>(wire::kind::credit));
+  BOOST_TEST(wire::value_of(w) == 65536u);
+  const auto body = wire::encode_word(w);
+  BOOST_TEST(wire::decode_word(body.data()) == w);
+  BOOST_TEST(wire::value_of(wire::word(wire::kind::data, 64u << 20)) == 64u << 20);
+}
+
+BOOST_AUTO_TEST_CASE(an_advertisement_round_trips) {
+  wire::advertisement a;
+  a.address = 0x7f0012345000ull;
+  a.rkey = 0xabcdef01u;
+  a.ring_size = 256 * 1024;
+  const auto body = wire::encode(a);
+  const auto b = wire::decode_advertisement(body.data(), body.size());
+  BOOST_REQUIRE(b.has_value());
+  BOOST_TEST(b->address == a.address);
+  BOOST_TEST(b->rkey == a.rkey);
+  BOOST_TEST(b->ring_size == a.ring_size);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_advertisements_are_refused) {
+  wire::advertisement a;
+  a.ring_size = 4096;
+  auto body = wire::encode(a);
+  BOOST_TEST(!wire::decode_advertisement(body.data(), body.size() - 1));
+  a.ring_size = 4095; // too small
+  body = wire::encode(a);
+  BOOST_TEST(!wire::decode_advertisement(body.data(), body.size()));
+  a.ring_size = (64u << 20) + 1; // too large
+  body = wire::encode(a);
+  BOOST_TEST(!wire::decode_advertisement(body.data(), body.size()));
+  a.ring_size = 4096;
+  body = wire::encode(a);
+  body[0] = std::byte{2}; // another version
+  BOOST_TEST(!wire::decode_advertisement(body.data(), body.size()));
+  body = wire::encode(a);
+  body[23] = std::byte{1}; // the reserved bytes are not zero
+  BOOST_TEST(!wire::decode_advertisement(body.data(), body.size()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
