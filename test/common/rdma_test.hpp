@@ -73,6 +73,18 @@ inline void report_failure(std::exception_ptr e) {
   }
 }
 
+/// Waits `d` on the current coroutine's executor.
+inline asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  co_await t.async_wait(asio::use_awaitable);
+}
+
+/// Until `flag` is set (by a coroutine spawned beside this one).
+inline asio::awaitable<void> wait_until(const bool& flag) {
+  while (!flag)
+    co_await sleep_for(std::chrono::milliseconds(1));
+}
+
 /// Byte i of test message `seq`.
 inline std::byte pattern(std::uint64_t seq, std::size_t i) {
   return static_cast<std::byte>((seq * 131 + i * 7 + 1) & 0xff);

@@ -3,7 +3,7 @@
 // not trust is refused), Boost.Beast HTTP/1.1 (a request, a chunked response of 1 MiB)
 // and a WebSocket echo.
 #define BOOST_TEST_MODULE integration_stream_ecosystem
-#include "rdma_test.hpp"
+#include "stream_test_support.hpp"
 
 #include <asio_rdma/stream.hpp>
 #include <asio_rdma/stream_websocket.hpp>
@@ -31,31 +31,13 @@ namespace beast = boost::beast;
 namespace http = boost::beast::http;
 namespace websocket = boost::beast::websocket;
 using ar::error_code;
+using ar::test::make_streams;
 using ar::test::run;
+using ar::test::wait_until;
 using asio::awaitable;
 using asio::use_awaitable;
 
 namespace {
-
-struct stream_pair {
-  ar::acceptor acceptor; // stays open with the pair
-  ar::stream server;
-  ar::stream client;
-};
-
-awaitable<stream_pair> make_streams() {
-  auto p = co_await ar::test::make_pair();
-  co_return stream_pair{std::move(p.acceptor), ar::stream(std::move(p.server)),
-                       ar::stream(std::move(p.client))};
-}
-
-/// Until `flag` is set (by a coroutine spawned beside this one).
-awaitable<void> wait_until(const bool& flag) {
-  while (!flag) {
-    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(1));
-    co_await t.async_wait(use_awaitable);
-  }
-}
 
 /// A self-signed certificate for `name` and its key (P-256), in PEM.
 struct certificate {

@@ -1,10 +1,11 @@
 // asio_rdma::stream on a real device: bytes arrive once, in order, unchanged, whatever
-// the sizes of the writes and reads; Asio's composed operations (async_read, async_write,
-// async_read_until) run on it; shutdown gives the reader every byte and then eof; a
-// cancelled read loses nothing; a writer that outruns its reader waits; closing ends the
-// peer's reads.
+// the sizes of the writes and reads and of the rings (which wrap); Asio's composed
+// operations (async_read, async_write, async_read_until) run on it; 64 streams at once on
+// one acceptor; shutdown gives the reader every byte and then eof; cancelled reads and
+// writes lose nothing; a writer that outruns its reader waits, with bounded memory;
+// closing ends the peer's reads.
 #define BOOST_TEST_MODULE integration_stream
-#include "rdma_test.hpp"
+#include "stream_test_support.hpp"
 
 #include <asio_rdma/stream.hpp>
 
@@ -19,33 +20,16 @@
 
 namespace ar = asio_rdma;
 namespace asio = boost::asio;
+using ar::error_code;
+using ar::test::make_streams;
+using ar::test::random_bytes;
 using ar::test::run;
+using ar::test::sleep_for;
+using ar::test::wait_until;
 using asio::awaitable;
 using asio::use_awaitable;
-using ar::error_code;
 
 namespace {
-
-struct stream_pair {
-  ar::acceptor acceptor; // stays open with the pair
-  ar::stream server;
-  ar::stream client;
-};
-
-/// Two ends of one stream, made of a connected pair.
-awaitable<stream_pair> make_streams(ar::connection_options options) {
-  auto p = co_await ar::test::make_pair(options, options);
-  co_return stream_pair{std::move(p.acceptor), ar::stream(std::move(p.server)),
-                       ar::stream(std::move(p.client))};
-}
-
-std::vector<std::byte> random_bytes(std::size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::vector<std::byte> v(n);
-  for (auto& b : v)
-    b = static_cast<std::byte>(gen());
-  return v;
-}
 
 /// Writes `data` in pieces of random size (1 .. max_piece) with asio::async_write.
 awaitable<void> write_in_pieces(ar::stream& s, const std::vector<std::byte>& data,
@@ -76,15 +60,27 @@ awaitable<std::vector<std::byte>> read_in_pieces(ar::stream& s, std::size_t n,
   co_return got;
 }
 
-awaitable<void> sleep_for(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(use_awaitable);
+/// `data` from `from` to `to` in random pieces, written and read concurrently; checks it.
+awaitable<void> transfer(ar::stream& from, ar::stream& to, const std::vector<std::byte>& data,
+                         std::size_t write_piece, std::size_t read_piece, unsigned seed) {
+  bool written = false;
+  asio::co_spawn(co_await asio::this_coro::executor,
+                 write_in_pieces(from, data, write_piece, seed), [&](std::exception_ptr e) {
+                   ar::test::report_failure(e);
+                   written = true;
+                 });
+  auto got = co_await read_in_pieces(to, data.size(), read_piece, seed + 1);
+  BOOST_TEST_REQUIRE((got == data), data.size() << " bytes, written in pieces of up to "
+                                                << write_piece << ", read in up to "
+                                                << read_piece);
+  co_await wait_until(written);
 }
 
-/// Until `flag` is set (by a coroutine spawned beside this one).
-awaitable<void> wait_until(const bool& flag) {
-  while (!flag)
-    co_await sleep_for(std::chrono::milliseconds(1));
+ar::stream_options small_rings(std::size_t ring, std::size_t send_buffer) {
+  ar::stream_options o;
+  o.ring_size = ring;
+  o.send_buffer_size = send_buffer;
+  return o;
 }
 
 } // namespace
@@ -92,37 +88,69 @@ awaitable<void> wait_until(const bool& flag) {
 BOOST_AUTO_TEST_CASE(bytes_arrive_once_in_order_unchanged_whatever_the_piece_sizes) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
-    // Small messages (4 KiB) so that a write spans many and reads cut them anywhere.
-    ar::connection_options o;
-    o.max_message_size = 4096;
-    auto s = co_await make_streams(o);
-    auto ex = co_await asio::this_coro::executor;
+    // Small rings of sizes that are no power of two, so that writes and reads cut them
+    // anywhere and both wrap often.
+    auto s = co_await make_streams(ar::stream_connection_options(), small_rings(6000, 4096),
+                                   small_rings(5000, 7000));
     for (auto [size, write_piece, read_piece] :
          {std::tuple{std::size_t(1), 1, 1}, {100000, 10000, 3000}, {3 << 20, 300000, 70000},
-          {1 << 16, 17, 5000}, {1 << 17, 9000, 1}}) {
+          {1 << 16, 17, 5000}, {1 << 14, 9000, 1}}) {
       auto data = random_bytes(size, static_cast<unsigned>(size));
-      bool written = false;
-      asio::co_spawn(ex, write_in_pieces(s.client, data, write_piece, 7),
-                     [&](std::exception_ptr e) {
-                       ar::test::report_failure(e);
-                       written = true;
-                     });
-      auto got = co_await read_in_pieces(s.server, size, read_piece, 11);
-      BOOST_TEST_REQUIRE((got == data), size << " bytes, written in pieces of up to "
-                                              << write_piece << ", read in up to " << read_piece);
-      // The writer's last write completes with the peer's acknowledgement.
-      co_await wait_until(written);
+      co_await transfer(s.client, s.server, data, write_piece, read_piece, 7);
+      co_await transfer(s.server, s.client, data, read_piece, write_piece, 9);
     }
-    // And the other way round, with reads that hold whole messages (no staging).
-    auto data = random_bytes(1 << 20, 3);
-    bool written = false;
-    asio::co_spawn(ex, write_in_pieces(s.server, data, 1 << 20, 5), [&](std::exception_ptr e) {
-      ar::test::report_failure(e);
-      written = true;
-    });
-    auto got = co_await read_in_pieces(s.client, data.size(), 1 << 20, 13);
-    BOOST_TEST((got == data));
-    co_await wait_until(written);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_hundred_mebibytes_with_random_write_and_read_sizes) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto s = co_await make_streams();
+    // Writes and reads of independent random sizes from 1 byte to 1 MiB.
+    auto data = random_bytes(100 << 20, 5);
+    co_await transfer(s.client, s.server, data, 1 << 20, 1 << 20, 21);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(sixty_four_streams_at_once_on_one_acceptor) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor_options aopts;
+    aopts.connection = ar::stream_connection_options();
+    ar::acceptor acceptor(ex, ar::test::device_address(), 0, aopts);
+    constexpr int count = 64;
+    constexpr std::size_t each = 1600 * 1024; // 100 MiB in all
+    std::vector<ar::stream> servers, clients;
+    for (int i = 0; i < count; ++i) {
+      bool accepted = false;
+      asio::co_spawn(ex, ar::async_accept_stream(acceptor, use_awaitable),
+                     [&](std::exception_ptr e, ar::stream s) {
+                       ar::test::report_failure(e);
+                       servers.push_back(std::move(s));
+                       accepted = true;
+                     });
+      clients.push_back(co_await ar::async_connect_stream(
+          ex, ar::test::device_address(), acceptor.local_endpoint().port(),
+          ar::stream_connection_options(), use_awaitable));
+      co_await wait_until(accepted);
+    }
+    // Every pair at once, each with its own content and piece sizes.
+    int finished = 0;
+    for (int i = 0; i < count; ++i)
+      asio::co_spawn(
+          ex,
+          [&, i]() -> awaitable<void> {
+            auto data = random_bytes(each, 100 + i);
+            co_await transfer(clients[i], servers[i], data, 1000 + 997 * i, 500 + 1499 * i,
+                              static_cast<unsigned>(i));
+          },
+          [&](std::exception_ptr e) {
+            ar::test::report_failure(e);
+            ++finished;
+          });
+    while (finished < count)
+      co_await sleep_for(std::chrono::milliseconds(5));
   });
 }
 
@@ -192,9 +220,7 @@ BOOST_AUTO_TEST_CASE(read_until_runs_a_line_protocol) {
 BOOST_AUTO_TEST_CASE(shutdown_gives_every_byte_then_eof_and_ends_writing) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
-    ar::connection_options o;
-    o.max_message_size = 8192;
-    auto s = co_await make_streams(o);
+    auto s = co_await make_streams();
     auto data = random_bytes(100000, 1);
     co_await asio::async_write(s.client, asio::buffer(data), use_awaitable);
     co_await s.client.async_shutdown(use_awaitable);
@@ -228,12 +254,10 @@ BOOST_AUTO_TEST_CASE(shutdown_gives_every_byte_then_eof_and_ends_writing) {
 BOOST_AUTO_TEST_CASE(a_cancelled_read_completes_aborted_and_loses_no_byte) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
-    ar::connection_options o;
-    o.max_message_size = 1024;
-    auto s = co_await make_streams(o);
+    auto s = co_await make_streams();
     auto ex = co_await asio::this_coro::executor;
     for (int round = 0; round < 20; ++round) {
-      // A read (staged: its buffer is smaller than a message) waits, and is cancelled.
+      // A read waits, and is cancelled.
       asio::cancellation_signal cancel;
       std::array<char, 16> small{};
       bool done = false;
@@ -267,26 +291,127 @@ BOOST_AUTO_TEST_CASE(a_cancelled_read_completes_aborted_and_loses_no_byte) {
 BOOST_AUTO_TEST_CASE(a_writer_that_outruns_its_reader_waits_and_loses_nothing) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
-    ar::connection_options o;
-    o.max_message_size = 4096;
-    o.receive_queue_depth = 4; // 16 KiB of receive buffers for 2 MiB of data
-    auto s = co_await make_streams(o);
+    // 8 KiB in the reader's ring and 4 KiB in the writer's send buffer for 2 MiB of data.
+    auto s = co_await make_streams(ar::stream_connection_options(), small_rings(8192, 4096),
+                                   small_rings(8192, 4096));
     auto ex = co_await asio::this_coro::executor;
     auto data = random_bytes(2 << 20, 9);
+    std::size_t taken = 0;
     bool written = false;
     asio::co_spawn(
         ex,
         [&]() -> awaitable<void> {
-          co_await asio::async_write(s.client, asio::buffer(data), use_awaitable);
+          while (taken < data.size())
+            taken += co_await s.client.async_write_some(
+                asio::buffer(data.data() + taken, std::min<std::size_t>(1000, data.size() - taken)),
+                use_awaitable);
           written = true;
         },
         ar::test::report_failure);
-    co_await sleep_for(std::chrono::milliseconds(500)); // the reader is away
+    co_await sleep_for(std::chrono::milliseconds(300)); // the reader is away
+    // The writer took what the reader's ring holds, at most that and its own send buffer
+    // (bounded memory), and waits.
     BOOST_TEST(!written);
+    BOOST_TEST(taken >= 8192u);
+    BOOST_TEST(taken <= 8192u + 4096u);
     std::vector<std::byte> got(data.size());
     co_await asio::async_read(s.server, asio::buffer(got), use_awaitable);
     BOOST_TEST((got == data));
     co_await wait_until(written);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_reader_holds_back_a_fast_writer_without_failure_or_loss) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto s = co_await make_streams(ar::stream_connection_options(), small_rings(16384, 8192),
+                                   small_rings(16384, 8192));
+    auto ex = co_await asio::this_coro::executor;
+    auto data = random_bytes(256 * 1024, 4);
+    bool written = false;
+    asio::co_spawn(ex, asio::async_write(s.client, asio::buffer(data), use_awaitable),
+                   [&](std::exception_ptr e, std::size_t n) {
+                     ar::test::report_failure(e);
+                     BOOST_TEST(n == data.size());
+                     written = true;
+                   });
+    // 1 KiB every millisecond.
+    std::vector<std::byte> got(data.size());
+    std::size_t at = 0;
+    while (at < got.size()) {
+      at += co_await asio::async_read(s.server, asio::buffer(got.data() + at, 1024),
+                                      use_awaitable);
+      co_await sleep_for(std::chrono::milliseconds(1));
+    }
+    BOOST_TEST((got == data));
+    co_await wait_until(written);
+    BOOST_TEST(s.client.is_open());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_cancelled_write_takes_nothing_and_the_stream_goes_on) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto s = co_await make_streams(ar::stream_connection_options(), small_rings(4096, 4096),
+                                   small_rings(4096, 4096));
+    // Fill the reader's ring: the next write waits for room.
+    auto first = random_bytes(4096, 1);
+    co_await asio::async_write(s.client, asio::buffer(first), use_awaitable);
+    for (int round = 0; round < 10; ++round) {
+      asio::cancellation_signal cancel;
+      std::array<char, 100> more{};
+      bool done = false;
+      error_code write_ec;
+      std::size_t write_n = 99;
+      s.client.async_write_some(asio::buffer(more),
+                                asio::bind_cancellation_slot(cancel.slot(),
+                                                             [&](error_code ec, std::size_t n) {
+                                                               write_ec = ec;
+                                                               write_n = n;
+                                                               done = true;
+                                                             }));
+      co_await sleep_for(std::chrono::milliseconds(round % 3));
+      cancel.emit(asio::cancellation_type::terminal);
+      co_await wait_until(done);
+      BOOST_TEST(write_ec == asio::error::operation_aborted, write_ec.message());
+      BOOST_TEST(write_n == 0u);
+    }
+    // The reader gets the first bytes, and nothing of the cancelled writes; then the
+    // stream carries on.
+    std::vector<std::byte> got(4096);
+    co_await asio::async_read(s.server, asio::buffer(got), use_awaitable);
+    BOOST_TEST((got == first));
+    std::string last = "after the cancelled writes";
+    co_await asio::async_write(s.client, asio::buffer(last), use_awaitable);
+    std::string back(last.size(), '\0');
+    co_await asio::async_read(s.server, asio::buffer(back), use_awaitable);
+    BOOST_TEST(back == last);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(each_direction_shuts_down_on_its_own) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto s = co_await make_streams();
+    auto a = random_bytes(300000, 2), b = random_bytes(200000, 3);
+    // Both ends write, shut down, and read the other's bytes and then eof.
+    auto side = [](ar::stream& me, const std::vector<std::byte>& mine,
+                   std::size_t theirs) -> awaitable<void> {
+      co_await asio::async_write(me, asio::buffer(mine), use_awaitable);
+      co_await me.async_shutdown(use_awaitable);
+      std::vector<std::byte> got(theirs + 1);
+      auto [ec, n] = co_await asio::async_read(me, asio::buffer(got), asio::as_tuple(use_awaitable));
+      BOOST_TEST(ec == asio::error::eof, ec.message());
+      BOOST_TEST(n == theirs);
+    };
+    bool one_done = false;
+    asio::co_spawn(co_await asio::this_coro::executor, side(s.client, a, b.size()),
+                   [&](std::exception_ptr e) {
+                     ar::test::report_failure(e);
+                     one_done = true;
+                   });
+    co_await side(s.server, b, a.size());
+    co_await wait_until(one_done);
   });
 }
 

@@ -1,0 +1,195 @@
+// A peer that breaks the stream's protocol, hand-made from a plain connection and its
+// one-sided operations: it writes past its credit, returns credit it was never given,
+// sends an unknown control word or a message no stream sends. That stream fails with
+// errc::protocol_error (after the bytes that came before), its connection ends, and
+// other streams go on. A peer that never returns credit holds the writer back without
+// failing it, and the waiting write can be cancelled.
+#define BOOST_TEST_MODULE integration_stream_hostile
+#include "stream_test_support.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/endian/conversion.hpp>
+
+#include <array>
+
+namespace ar = asio_rdma;
+namespace asio = boost::asio;
+using ar::error_code;
+using ar::test::run;
+using ar::test::sleep_for;
+using ar::test::wait_until;
+using asio::awaitable;
+using asio::use_awaitable;
+
+namespace {
+
+// The wire as docs/stream.md gives it, written out here by hand: a control word is the
+// kind in the top 4 bits and a value in the other 28.
+constexpr std::uint32_t data_word(std::uint32_t n) { return n; }
+constexpr std::uint32_t credit_word(std::uint32_t n) { return 1u << 28 | n; }
+
+/// A stream (the victim) whose peer is a plain connection driven by the test.
+struct hostile_pair {
+  ar::acceptor acceptor;
+  ar::connection peer;
+  ar::stream victim;
+  ar::remote_buffer victim_ring; // from its advertisement
+  ar::memory_region peer_ring;   // the ring the peer advertised
+  ar::memory_region scratch;     // the peer's source of RDMA writes
+};
+
+awaitable<hostile_pair> make_hostile_pair(std::size_t victim_ring) {
+  auto p = co_await ar::test::make_pair(ar::stream_connection_options(),
+                                        ar::stream_connection_options());
+  ar::stream_options o;
+  o.ring_size = victim_ring;
+  hostile_pair h{std::move(p.acceptor), std::move(p.server), ar::stream(std::move(p.client), o),
+                 {}, {}, {}};
+  // The victim's advertisement: kind 3 + version 1, ring size, address, rkey, 4 zeros.
+  std::array<unsigned char, 64> ad{};
+  auto m = co_await h.peer.async_receive_message(asio::buffer(ad), use_awaitable);
+  BOOST_REQUIRE_EQUAL(m.size, 24u);
+  BOOST_REQUIRE(!m.immediate);
+  BOOST_REQUIRE_EQUAL(boost::endian::load_little_u32(ad.data()), 3u << 28 | 1);
+  BOOST_REQUIRE_EQUAL(boost::endian::load_little_u32(ad.data() + 4), victim_ring);
+  h.victim_ring.address = boost::endian::load_little_u64(ad.data() + 8);
+  h.victim_ring.rkey = boost::endian::load_little_u32(ad.data() + 16);
+  h.victim_ring.length = victim_ring;
+  // The peer's own advertisement, of a 4 KiB ring.
+  h.peer_ring = ar::memory_region(h.peer, 4096, ar::access::local_write | ar::access::remote_write);
+  h.scratch = ar::memory_region(h.peer, 8192, ar::access::local_write);
+  std::array<unsigned char, 24> mine{};
+  boost::endian::store_little_u32(mine.data(), 3u << 28 | 1);
+  boost::endian::store_little_u32(mine.data() + 4, 4096);
+  boost::endian::store_little_u64(mine.data() + 8,
+                                  reinterpret_cast<std::uintptr_t>(h.peer_ring.data().data()));
+  boost::endian::store_little_u32(mine.data() + 16, h.peer_ring.rkey());
+  co_await h.peer.async_send(asio::buffer(mine), use_awaitable);
+  co_return std::move(h);
+}
+
+/// The victim's next read fails with errc::protocol_error, and its connection ends.
+awaitable<void> expect_protocol_error(hostile_pair& h) {
+  std::array<char, 64> b{};
+  auto [ec, n] = co_await h.victim.async_read_some(asio::buffer(b), asio::as_tuple(use_awaitable));
+  BOOST_TEST(ec == ar::errc::protocol_error, ec.message());
+  BOOST_TEST(n == 0u);
+  BOOST_TEST(!h.victim.is_open());
+  auto [wec, wn] = co_await h.victim.async_write_some(asio::buffer(b),
+                                                      asio::as_tuple(use_awaitable));
+  BOOST_TEST(wec == ar::errc::protocol_error, wec.message());
+  // The peer sees its connection end.
+  auto [pec, m] = co_await h.peer.async_receive_message(asio::buffer(b),
+                                                        asio::as_tuple(use_awaitable));
+  BOOST_TEST(!!pec, "the peer's receive ended with " << pec.message());
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_peer_that_writes_past_its_credit_fails_that_stream_only) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await make_hostile_pair(4096);
+    auto bytes = h.scratch.data();
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<std::byte>(i * 7);
+    // The whole ring, then one byte more, which the victim has not made room for.
+    co_await h.peer.async_write_with_imm(h.scratch.slice(0, 4096), h.victim_ring.slice(0, 4096),
+                                         data_word(4096), use_awaitable);
+    co_await h.peer.async_write_with_imm(h.scratch.slice(0, 1), h.victim_ring.slice(0, 1),
+                                         data_word(1), use_awaitable);
+    // The bytes within its credit are read, then the error.
+    std::vector<std::byte> got(4096);
+    co_await asio::async_read(h.victim, asio::buffer(got), use_awaitable);
+    BOOST_TEST((got == std::vector<std::byte>(bytes.begin(), bytes.begin() + 4096)));
+    co_await expect_protocol_error(h);
+    // Another stream on the same device carries on.
+    auto s = co_await ar::test::make_streams();
+    std::string text = "unaffected";
+    co_await asio::async_write(s.client, asio::buffer(text), use_awaitable);
+    std::string back(text.size(), '\0');
+    co_await asio::async_read(s.server, asio::buffer(back), use_awaitable);
+    BOOST_TEST(back == text);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_notification_that_does_not_match_the_write_is_refused) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await make_hostile_pair(4096);
+    // 100 bytes written, 200 announced.
+    co_await h.peer.async_write_with_imm(h.scratch.slice(0, 100), h.victim_ring.slice(0, 100),
+                                         data_word(200), use_awaitable);
+    co_await expect_protocol_error(h);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(credit_the_stream_never_gave_is_refused) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await make_hostile_pair(4096);
+    co_await h.peer.async_send_with_imm(asio::const_buffer(), credit_word(100), use_awaitable);
+    co_await expect_protocol_error(h);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_control_word_is_refused) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await make_hostile_pair(4096);
+    co_await h.peer.async_send_with_imm(asio::const_buffer(), 7u << 28, use_awaitable);
+    co_await expect_protocol_error(h);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_message_no_stream_sends_is_refused) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await make_hostile_pair(4096);
+    co_await h.peer.async_send(asio::buffer("hello", 5), use_awaitable);
+    co_await expect_protocol_error(h);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_peer_that_never_returns_credit_holds_the_writer_back) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await make_hostile_pair(4096);
+    // The victim fills the peer's 4 KiB ring; the peer sees it arrive, and reads it.
+    auto data = ar::test::random_bytes(4096, 8);
+    co_await asio::async_write(h.victim, asio::buffer(data), use_awaitable);
+    std::size_t arrived = 0;
+    while (arrived < data.size()) {
+      std::array<char, 64> b{};
+      auto m = co_await h.peer.async_receive_message(asio::buffer(b), use_awaitable);
+      BOOST_REQUIRE(m.rdma_write);
+      BOOST_REQUIRE(m.immediate);
+      BOOST_TEST(*m.immediate == m.size);
+      arrived += m.size;
+    }
+    BOOST_TEST(arrived == data.size());
+    auto ring = h.peer_ring.data();
+    BOOST_TEST((std::vector<std::byte>(ring.begin(), ring.end()) == data));
+    // No credit comes back: the next write waits, and is cancelled (as a deadline would).
+    asio::cancellation_signal cancel;
+    bool done = false;
+    error_code ec;
+    std::size_t n = 99;
+    h.victim.async_write_some(asio::buffer(data, 10),
+                              asio::bind_cancellation_slot(cancel.slot(), [&](error_code e, std::size_t k) {
+                                ec = e;
+                                n = k;
+                                done = true;
+                              }));
+    co_await sleep_for(std::chrono::milliseconds(200));
+    BOOST_TEST(!done);
+    cancel.emit(asio::cancellation_type::terminal);
+    co_await wait_until(done);
+    BOOST_TEST(ec == asio::error::operation_aborted, ec.message());
+    BOOST_TEST(n == 0u);
+    BOOST_TEST(h.victim.is_open());
+  });
+}
