@@ -28,8 +28,10 @@ export TSAN_OPTIONS="$symbolizer:halt_on_error=1:second_deadlock_stack=1:suppres
 configure() { # dir, compiler, sanitizers, extra cmake args...
   local dir=$1 compiler=$2 sanitize=$3
   shift 3
-  # RelWithDebInfo without its -g: cmake/sanitizers.cmake adds line tables only.
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG" \
+  # RelWithDebInfo without its -g: cmake/sanitizers.cmake adds line tables only. -O1,
+  # as the sanitizers' own documentation suggests: their checks need no more, and it
+  # compiles faster (this stage's builds are a quarter of CI's time).
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" \
     -DCMAKE_CXX_COMPILER="$compiler" \
     -DASIO_RDMA_WITH_RAW_SOCKET=ON -DASIO_RDMA_SANITIZE="$sanitize" "$@" >/dev/null
 }

@@ -4,6 +4,7 @@
 // after another or at once.
 #include "framework.hpp"
 
+#include "streams.hpp"
 #include "wire.hpp"
 
 #include <asio_rdma/asio_rdma.hpp>
@@ -97,11 +98,7 @@ asio_rdma::connection_options options_for(const test_parameters& t) {
   o.receive_queue_depth = receives ? std::max<std::uint32_t>(2 * t.depth, 512) : 16;
   o.max_inline_data = t.inline_size;
   o.timeout = std::chrono::seconds(30);
-  // The server completes the way the client asked (a latency test needs both
-  // ends to answer as fast as they can).
-  o.completion_mode = t.event_completion      ? asio_rdma::completion_mode::event
-                      : t.adaptive_completion ? asio_rdma::completion_mode::adaptive
-                                              : asio_rdma::completion_mode::busy_poll;
+  o.completion_mode = completion_of(t);
   return o;
 }
 
@@ -116,6 +113,8 @@ awaitable<void> serve_one(asio_rdma::connection_request request) {
     request.reject(reason);
     co_return;
   }
+  if (t->op == operation::stream)
+    co_return co_await streams::serve(std::move(request), *t);
   auto options = options_for(*t);
   auto conn = co_await request.async_accept(options, asio::use_awaitable);
   auto s = std::make_shared<session>();

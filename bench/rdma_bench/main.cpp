@@ -8,6 +8,7 @@
 #include "framework.hpp"
 #include "options.hpp"
 #include "raw_verbs.hpp"
+#include "streams.hpp"
 
 #include "cli.hpp"
 
@@ -70,6 +71,8 @@ int main(int argc, char** argv) {
         std::cerr << "rdma_bench: no datagram server (ud_send): " << x.what() << std::endl;
       }
     });
+  } else if (s.op == rdma_bench::operation::stream) {
+    asio::co_spawn(io, rdma_bench::streams::run_client(s), finish);
   } else if (s.op == rdma_bench::operation::ud_send) {
     asio::co_spawn(io, rdma_bench::datagrams::run_client(s), finish);
   } else {

@@ -23,6 +23,8 @@ enum class operation : std::uint8_t {
   compare_swap = 6,
   /// Unreliable datagrams (datagram_socket); not on the wire of RC tests.
   ud_send = 7,
+  /// A byte stream (asio_rdma::stream) over the connection: streams.hpp.
+  stream = 8,
 };
 
 /// bandwidth: as many operations in flight as the depth allows, measures

@@ -19,6 +19,8 @@
 
 #include "options.hpp"
 
+#include <asio_rdma/completion_mode.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +44,14 @@ struct test_parameters {
   std::uint32_t size = 0;
   std::uint32_t inline_size = 0;
 };
+
+/// How the server's end of a test completes: the way the client asked (a latency test
+/// needs both ends to answer as fast as they can).
+inline asio_rdma::completion_mode completion_of(const test_parameters& t) {
+  return t.event_completion      ? asio_rdma::completion_mode::event
+         : t.adaptive_completion ? asio_rdma::completion_mode::adaptive
+                                 : asio_rdma::completion_mode::busy_poll;
+}
 
 /// A peer's memory, as raw verbs see it.
 struct buffer_description {
@@ -108,7 +118,8 @@ inline std::optional<test_parameters> decode(std::span<const std::byte> in, std:
   test_parameters t;
   auto op = wire::get(&in[3], 1);
   auto mode = wire::get(&in[4], 1);
-  if (op < 1 || op > 6 || mode < 1 || mode > 2) {
+  const bool connection_op = (op >= 1 && op <= 6) || op == 8; // 7: datagrams
+  if (!connection_op || mode < 1 || mode > 2) {
     problem = "unknown operation or mode";
     return std::nullopt;
   }

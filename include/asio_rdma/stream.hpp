@@ -302,16 +302,23 @@ auto async_connect_stream(const boost::asio::any_io_executor& ex, std::string ho
       detail::initiate_connect_stream(ex), token, std::move(host), port, options, stream_opts);
 }
 
-/// As above with the default stream_options, and by default
-/// stream_connection_options().
+/// As above with the default stream_options.
 template <typename CompletionToken = boost::asio::deferred_t>
   requires(!std::is_same_v<std::decay_t<CompletionToken>, stream_options>)
 auto async_connect_stream(const boost::asio::any_io_executor& ex, std::string host,
-                          std::uint16_t port,
-                          const connection_options& options = stream_connection_options(),
+                          std::uint16_t port, const connection_options& options,
                           CompletionToken&& token = {}) {
   return async_connect_stream(ex, std::move(host), port, options, stream_options(),
                               std::forward<CompletionToken>(token));
+}
+
+/// As above with stream_connection_options() and the default stream_options.
+template <typename CompletionToken = boost::asio::deferred_t>
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, connection_options>)
+auto async_connect_stream(const boost::asio::any_io_executor& ex, std::string host,
+                          std::uint16_t port, CompletionToken&& token = {}) {
+  return async_connect_stream(ex, std::move(host), port, stream_connection_options(),
+                              stream_options(), std::forward<CompletionToken>(token));
 }
 
 /// Accepts the next connection of `acceptor` (acceptor::async_accept) and makes it a

@@ -103,9 +103,16 @@ void completion_queue::spin() {
   auto owner = owner_.lock();
   if (!owner)
     return;
+  // A handler the polls ran (or one before this turn) may have posted work: yield to it
+  // after this poll (at least one a turn, so that posting never starves the queue).
+  bool& posted = work_posted;
   int found = 0;
-  for (int i = 0; i < spin_polls && found < batch_size && interest_ > 0 && !stopped_; ++i)
+  for (int i = 0; i < spin_polls && found < batch_size && interest_ > 0 && !stopped_; ++i) {
     found += poll_unguarded(from::completion_path);
+    if (posted)
+      break;
+  }
+  posted = false; // what was posted runs before the next turn
   const auto now = std::chrono::steady_clock::now();
   if (found > 0)
     last_activity_ = now;

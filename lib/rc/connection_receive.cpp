@@ -48,6 +48,7 @@ void connection_impl::schedule_delivery() {
   if (delivery_scheduled_)
     return;
   delivery_scheduled_ = true;
+  work_posted = true;
   asio::post(ex_, [self = shared_from_this()] {
     self->delivery_scheduled_ = false;
     self->deliver_waiting(from::completion_path);

@@ -224,6 +224,7 @@ void connection_impl::schedule_post() {
   if (post_scheduled_)
     return;
   post_scheduled_ = true;
+  work_posted = true;
   asio::post(ex_, [self = shared_from_this()] { self->post_queued(); });
 }
 

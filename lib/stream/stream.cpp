@@ -405,8 +405,13 @@ void stream_impl::shutdown(pending_operation<void(error_code)>&& op) {
 }
 
 void stream_impl::end_sent(error_code ec, std::uint32_t) {
-  if (ec)
+  if (ec) {
     fail(ec, from::completion_path);
+    // The stream's first failure says why: connection_reset when the peer went away
+    // before it acknowledged the end (its disconnect can overtake the acknowledgement,
+    // and the end is then flushed as aborted), operation_aborted after close().
+    ec = write_end_;
+  }
   if (shutdown_op_)
     shutdown_op_.complete(io_, from::completion_path, ec);
 }
@@ -428,6 +433,7 @@ stream::stream(connection&& established, const stream_options& options, error_co
   if (!detail::internal_access::impl(established))
     return; // never open: so is the stream
   if (options.invalid()) {
+    established.close(); // taken over all the same: the caller's connection ends here
     ec = errc::invalid_option;
     return;
   }

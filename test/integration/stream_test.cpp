@@ -167,11 +167,12 @@ BOOST_AUTO_TEST_CASE(connect_stream_and_accept_stream_make_the_two_ends) {
                      server = std::move(s);
                      accepted = true;
                    });
-    ar::connection_options o;
+    // The shortest form: stream_connection_options() and default stream_options.
     auto client = co_await ar::async_connect_stream(ex, ar::test::device_address(),
-                                                    acceptor.local_endpoint().port(), o,
+                                                    acceptor.local_endpoint().port(),
                                                     use_awaitable);
     co_await wait_until(accepted);
+    BOOST_TEST(client.underlying_connection().options().max_message_size == 64u);
     BOOST_TEST(client.is_open());
     BOOST_TEST(server.is_open());
     BOOST_TEST(client.underlying_connection().remote_endpoint().port() == acceptor.local_endpoint().port());
@@ -182,11 +183,29 @@ BOOST_AUTO_TEST_CASE(connect_stream_and_accept_stream_make_the_two_ends) {
     BOOST_TEST(got == hello);
     // A connect to a port nobody listens on fails as async_connect does.
     acceptor.close();
+    ar::connection_options o;
     auto [ec, none] = co_await ar::async_connect_stream(
         ex, ar::test::device_address(), acceptor.local_endpoint().port() + 1, o,
         asio::as_tuple(use_awaitable));
     BOOST_TEST(ec == asio::error::connection_refused, ec.message());
     BOOST_TEST(!none.is_open());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(stream_options_out_of_range_are_refused) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await ar::test::make_pair();
+    ar::stream_options bad;
+    bad.ring_size = 100;
+    BOOST_TEST(bad.invalid() != nullptr);
+    ar::error_code ec;
+    ar::stream s(std::move(p.client), bad, ec);
+    BOOST_TEST(ec == ar::errc::invalid_option, ec.message());
+    BOOST_TEST(!s.is_open());
+    bad.ring_size = 1 << 20;
+    bad.send_buffer_size = (64u << 20) + 1;
+    BOOST_CHECK_THROW(ar::stream(std::move(p.server), bad), boost::system::system_error);
   });
 }
 

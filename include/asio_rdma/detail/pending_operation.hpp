@@ -135,6 +135,7 @@ public:
     ignore_cancel();
     handler_type handler(std::move(handler_));
     if (origin == from::user_call) {
+      work_posted = true;
       boost::asio::post(io, [work, handler = std::move(handler), ... args = std::move(args)]() mutable {
         dispatch_to(work, std::move(handler), std::move(args)...);
       });
