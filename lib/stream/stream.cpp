@@ -45,8 +45,8 @@ struct stream_impl::received {
   allocator_type get_allocator() const noexcept { return allocator_type(&self->receive_memory_); }
 
   void operator()(error_code ec, const received_message& message) {
-    auto s = std::move(self); // the stream lives until this has run
-    s->on_received(ec, message);
+    stream_impl* s = self.get();
+    s->on_received(ec, message, std::move(self)); // the stream lives until this has run
   }
 };
 
@@ -101,7 +101,8 @@ size_operation stream_impl::completion(handler_memory& memory, sent_action then,
 
 stream_impl::stream_impl(connection&& established, const stream_options& options)
     : conn_(std::move(established)), conn_impl_(internal_access::impl(conn_)),
-      io_(conn_.get_executor()), in_(options.ring_size), out_(options.send_buffer_size) {}
+      io_(conn_.get_executor()), in_(options.ring_size), out_(options.send_buffer_size),
+      post_size_(std::clamp<std::size_t>(options.send_buffer_size / max_posts, 4096, 64 * 1024)) {}
 
 void stream_impl::open(error_code& ec) {
   immediate_ = conn_impl_->has_immediate_data();
@@ -118,7 +119,7 @@ void stream_impl::open(error_code& ec) {
   single_buffer<asio::const_buffer> body{asio::buffer(advertisement_body_)};
   start_send(conn_impl_, body.view(), std::nullopt,
              completion(advertisement_memory_, &stream_impl::write_posted));
-  arm_receive();
+  arm_receive(shared_from_this());
 }
 
 void stream_impl::close() noexcept {
@@ -143,15 +144,16 @@ void stream_impl::fail(error_code ec, from origin) {
 
 // ---------------------------------------------------------------- the peer's messages
 
-void stream_impl::arm_receive() {
+void stream_impl::arm_receive(std::shared_ptr<stream_impl> self) {
   single_buffer<asio::mutable_buffer> control{asio::buffer(control_)};
   // The handler runs on the stream's executor: the connection calls it directly.
   start_receive(conn_impl_, control.view(),
-                pending_operation<void(error_code, received_message)>(
-                    received{shared_from_this()}, io_));
+                pending_operation<void(error_code, received_message)>(received{std::move(self)},
+                                                                      io_));
 }
 
-void stream_impl::on_received(error_code ec, const received_message& message) {
+void stream_impl::on_received(error_code ec, const received_message& message,
+                              std::shared_ptr<stream_impl> self) {
   if (ec == asio::error::eof) {
     // The peer's connection ended: what it wrote before is still read.
     read_end_ = asio::error::eof;
@@ -163,7 +165,7 @@ void stream_impl::on_received(error_code ec, const received_message& message) {
     ec = errc::protocol_error;
   if (ec)
     return fail(ec, from::completion_path);
-  arm_receive();
+  arm_receive(std::move(self));
 }
 
 bool stream_impl::handle(const received_message& message) {
@@ -332,8 +334,13 @@ std::size_t stream_impl::copy_in(const buffer_view<asio::const_buffer>& buffers)
 
 void stream_impl::flush() {
   while (posts_in_flight_ < max_posts && !write_end_) {
-    const stream_writer_window::post p = out_.next_post(max_post_size);
+    const stream_writer_window::post p = out_.next_post(post_size_);
     if (p.length == 0)
+      break;
+    // While writes are in flight, what would be a small write of everything copied so far
+    // waits to be coalesced with what comes next (a completion posts it): fewer, larger
+    // RDMA writes. With nothing in flight it goes at once (a ping-pong waits for nothing).
+    if (posts_in_flight_ > 0 && p.length == out_.unposted() && p.length < post_size_)
       break;
     out_.posted(p.length);
     ++posts_in_flight_;

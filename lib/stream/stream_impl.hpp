@@ -46,14 +46,16 @@ private:
   using sent_action = void (stream_impl::*)(error_code, std::uint32_t);
   using handler_memory = single_block<160>;
 
-  /// At most this many RDMA writes of data in flight; more bytes written meanwhile are
-  /// coalesced into the next ones. Each is at most max_post_size bytes.
+  /// At most this many RDMA writes of data in flight, each at most post_size_ bytes (a
+  /// quarter of the send buffer, so that they overlap); bytes written meanwhile are
+  /// coalesced into the next ones.
   static constexpr std::size_t max_posts = 4;
-  static constexpr std::size_t max_post_size = 64 * 1024;
 
-  // Receiving the peer's messages: one receive always pending.
-  void arm_receive();
-  void on_received(error_code ec, const received_message& message);
+  // Receiving the peer's messages: one receive always pending, its handler holding the
+  // stream (handed on from one receive to the next).
+  void arm_receive(std::shared_ptr<stream_impl> self);
+  void on_received(error_code ec, const received_message& message,
+                   std::shared_ptr<stream_impl> self);
   /// Acts on one message; false if it breaks the protocol.
   bool handle(const received_message& message);
   bool take_advertisement(std::size_t size);
@@ -117,6 +119,7 @@ private:
   // The pending write (waiting for room) and the RDMA writes in flight.
   pending_operation<void(error_code, std::size_t)> write_op_;
   buffer_array<boost::asio::const_buffer> write_buffers_;
+  std::size_t post_size_;
   std::size_t posts_in_flight_ = 0;
   std::array<handler_memory, 2 * max_posts> post_memory_; // a write and, on iWARP, its send
   std::size_t posts_started_ = 0;

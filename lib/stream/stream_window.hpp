@@ -74,6 +74,8 @@ public:
 
   /// Every copied byte has been posted.
   bool all_posted() const noexcept { return posted_ == copied_; }
+  /// Bytes copied and not yet posted.
+  std::size_t unposted() const noexcept { return static_cast<std::size_t>(copied_ - posted_); }
 
 private:
   std::size_t send_size_;

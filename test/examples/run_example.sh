@@ -73,6 +73,40 @@ kv_lookup)
   [[ $out == $'beta = second\ngamma = third value\ndelta: not found\nalpha = first' ]] ||
     fail "unexpected lookups"
   ;;
+http_file_server)
+  mkdir -p "$tmp/root"
+  head -c 3000000 /dev/urandom >"$tmp/root/data.bin"
+  start_server "serving" "$dir/http_file_server" serve "$addr" 7607 "$tmp/root"
+  for kind in rdma tcp; do
+    port=$([[ $kind == rdma ]] && echo 7607 || echo 7608)
+    "$dir/http_file_server" get $kind "$addr" $port /data.bin >"$tmp/$kind.bin" 2>"$tmp/$kind.log" ||
+      { cat "$tmp/$kind.log"; fail "GET over $kind failed"; }
+    cmp -s "$tmp/$kind.bin" "$tmp/root/data.bin" || fail "the file that came over $kind differs"
+    cat "$tmp/$kind.log"
+  done
+  if "$dir/http_file_server" get rdma "$addr" 7607 /missing >/dev/null 2>"$tmp/404.log"; then
+    fail "a missing file was served"
+  fi
+  grep -qF "404" "$tmp/404.log" || { cat "$tmp/404.log"; fail "no 404 for a missing file"; }
+  ;;
+tls_echo)
+  # A certificate for "tls-echo", made now, and another one the server does not have.
+  for name in server other; do
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+      -subj "/CN=tls-echo" -addext "subjectAltName=DNS:tls-echo" \
+      -keyout "$tmp/$name.key" -out "$tmp/$name.pem" 2>/dev/null || fail "openssl req failed"
+  done
+  start_server "listening on" "$dir/tls_echo" server "$addr" 7609 "$tmp/server.pem" "$tmp/server.key"
+  out=$("$dir/tls_echo" client "$addr" 7609 "$tmp/server.pem" "hello" "over TLS on RDMA" 2>&1) ||
+    fail "the client failed: $out"
+  echo "$out"
+  [[ $out == $'hello\nover TLS on RDMA' ]] || fail "unexpected echoes"
+  if out=$("$dir/tls_echo" client "$addr" 7609 "$tmp/other.pem" "x" 2>&1); then
+    fail "a client that trusts another certificate got through: $out"
+  fi
+  echo "with the wrong trust anchor: $out"
+  [[ $out == *"certificate verify failed"* ]] || fail "no certificate verification failure"
+  ;;
 *)
   echo "unknown example $name"
   exit 2
