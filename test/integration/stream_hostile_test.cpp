@@ -27,9 +27,37 @@ using asio::use_awaitable;
 namespace {
 
 // The wire as docs/stream.md gives it, written out here by hand: a control word is the
-// kind in the top 4 bits and a value in the other 28.
+// kind in the top 4 bits and a value in the other 28, carried in immediate data, or on
+// iWARP (no immediate data) as a 4-byte little-endian send after the RDMA write.
 constexpr std::uint32_t data_word(std::uint32_t n) { return n; }
 constexpr std::uint32_t credit_word(std::uint32_t n) { return 1u << 28 | n; }
+
+bool has_immediate_data() {
+  static const bool yes = ar::test::device_under_test().immediate_data;
+  return yes;
+}
+
+/// Sends control word `w` as the device carries it.
+awaitable<void> send_word(ar::connection& c, std::uint32_t w) {
+  if (has_immediate_data()) {
+    co_await c.async_send_with_imm(asio::const_buffer(), w, use_awaitable);
+  } else {
+    std::array<unsigned char, 4> body{};
+    boost::endian::store_little_u32(body.data(), w);
+    co_await c.async_send(asio::buffer(body), use_awaitable);
+  }
+}
+
+/// RDMA-writes `local` to `remote` and announces `announced` bytes.
+awaitable<void> write_data(ar::connection& c, const ar::local_buffer& local,
+                           const ar::remote_buffer& remote, std::uint32_t announced) {
+  if (has_immediate_data()) {
+    co_await c.async_write_with_imm(local, remote, data_word(announced), use_awaitable);
+  } else {
+    co_await c.async_write(local, remote, use_awaitable);
+    co_await send_word(c, data_word(announced));
+  }
+}
 
 /// A stream (the victim) whose peer is a plain connection driven by the test.
 struct hostile_pair {
@@ -97,10 +125,8 @@ BOOST_AUTO_TEST_CASE(a_peer_that_writes_past_its_credit_fails_that_stream_only) 
     for (std::size_t i = 0; i < bytes.size(); ++i)
       bytes[i] = static_cast<std::byte>(i * 7);
     // The whole ring, then one byte more, which the victim has not made room for.
-    co_await h.peer.async_write_with_imm(h.scratch.slice(0, 4096), h.victim_ring.slice(0, 4096),
-                                         data_word(4096), use_awaitable);
-    co_await h.peer.async_write_with_imm(h.scratch.slice(0, 1), h.victim_ring.slice(0, 1),
-                                         data_word(1), use_awaitable);
+    co_await write_data(h.peer, h.scratch.slice(0, 4096), h.victim_ring.slice(0, 4096), 4096);
+    co_await write_data(h.peer, h.scratch.slice(0, 1), h.victim_ring.slice(0, 1), 1);
     // The bytes within its credit are read, then the error.
     std::vector<std::byte> got(4096);
     co_await asio::async_read(h.victim, asio::buffer(got), use_awaitable);
@@ -116,7 +142,19 @@ BOOST_AUTO_TEST_CASE(a_peer_that_writes_past_its_credit_fails_that_stream_only) 
   });
 }
 
-BOOST_AUTO_TEST_CASE(a_notification_that_does_not_match_the_write_is_refused) {
+/// Runs a test only where writes carry immediate data. On iWARP a data word is a send of
+/// its own, and the receiver cannot tell how much the write before it wrote: Boost.Test
+/// reports that test as skipped there.
+struct with_immediate_data {
+  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+    boost::test_tools::assertion_result r(has_immediate_data());
+    r.message() << "the device has no immediate data (iWARP)";
+    return r;
+  }
+};
+
+BOOST_AUTO_TEST_CASE(a_notification_that_does_not_match_the_write_is_refused,
+                     *boost::unit_test::precondition(with_immediate_data())) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
     auto h = co_await make_hostile_pair(4096);
@@ -131,7 +169,7 @@ BOOST_AUTO_TEST_CASE(credit_the_stream_never_gave_is_refused) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
     auto h = co_await make_hostile_pair(4096);
-    co_await h.peer.async_send_with_imm(asio::const_buffer(), credit_word(100), use_awaitable);
+    co_await send_word(h.peer, credit_word(100));
     co_await expect_protocol_error(h);
   });
 }
@@ -140,7 +178,7 @@ BOOST_AUTO_TEST_CASE(an_unknown_control_word_is_refused) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
     auto h = co_await make_hostile_pair(4096);
-    co_await h.peer.async_send_with_imm(asio::const_buffer(), 7u << 28, use_awaitable);
+    co_await send_word(h.peer, 7u << 28);
     co_await expect_protocol_error(h);
   });
 }
@@ -165,10 +203,15 @@ BOOST_AUTO_TEST_CASE(a_peer_that_never_returns_credit_holds_the_writer_back) {
     while (arrived < data.size()) {
       std::array<char, 64> b{};
       auto m = co_await h.peer.async_receive_message(asio::buffer(b), use_awaitable);
-      BOOST_REQUIRE(m.rdma_write);
-      BOOST_REQUIRE(m.immediate);
-      BOOST_TEST(*m.immediate == m.size);
-      arrived += m.size;
+      if (has_immediate_data()) {
+        BOOST_REQUIRE(m.rdma_write);
+        BOOST_REQUIRE(m.immediate);
+        BOOST_TEST(*m.immediate == m.size);
+        arrived += m.size;
+      } else { // a 4-byte data word after the write
+        BOOST_REQUIRE_EQUAL(m.size, 4u);
+        arrived += boost::endian::load_little_u32(reinterpret_cast<unsigned char*>(b.data()));
+      }
     }
     BOOST_TEST(arrived == data.size());
     auto ring = h.peer_ring.data();
