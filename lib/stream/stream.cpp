@@ -41,6 +41,13 @@ void start_stream_shutdown(stream_impl* impl, pending_operation<void(error_code)
 struct stream_impl::received {
   std::shared_ptr<stream_impl> self;
 
+  explicit received(std::shared_ptr<stream_impl> s) noexcept : self(std::move(s)) {}
+  received(received&&) noexcept = default;
+  ~received() {
+    if (self)
+      release_after_free(&self->receive_memory_, self);
+  }
+
   using allocator_type = single_block_allocator<void, sizeof(handler_memory::bytes)>;
   allocator_type get_allocator() const noexcept { return allocator_type(&self->receive_memory_); }
 
@@ -57,6 +64,11 @@ struct stream_impl::sent {
   handler_memory* memory;
   sent_action then;
   std::uint32_t length;
+
+  sent(std::shared_ptr<stream_impl> s, handler_memory* m, sent_action t, std::uint32_t n) noexcept
+      : self(std::move(s)), memory(m), then(t), length(n) {}
+  sent(sent&&) noexcept = default;
+  ~sent() { release_after_free(memory, self); }
 
   using allocator_type = single_block_allocator<void, sizeof(handler_memory::bytes)>;
   allocator_type get_allocator() const noexcept { return allocator_type(memory); }
@@ -94,7 +106,7 @@ struct stream_impl::shutdown_canceller {
 // The handler runs on the stream's executor: the connection calls it directly.
 size_operation stream_impl::completion(handler_memory& memory, sent_action then,
                                        std::uint32_t length) {
-  return size_operation(sent{shared_from_this(), &memory, then, length}, io_);
+  return size_operation(sent(shared_from_this(), &memory, then, length), io_);
 }
 
 // ---------------------------------------------------------------- opening and closing
@@ -148,7 +160,7 @@ void stream_impl::arm_receive(std::shared_ptr<stream_impl> self) {
   single_buffer<asio::mutable_buffer> control{asio::buffer(control_)};
   // The handler runs on the stream's executor: the connection calls it directly.
   start_receive(conn_impl_, control.view(),
-                pending_operation<void(error_code, received_message)>(received{std::move(self)},
+                pending_operation<void(error_code, received_message)>(received(std::move(self)),
                                                                       io_));
 }
 
@@ -169,33 +181,27 @@ void stream_impl::on_received(error_code ec, const received_message& message,
 }
 
 bool stream_impl::handle(const received_message& message) {
-  std::uint32_t word = 0;
-  if (message.immediate) {
-    if (!message.rdma_write && message.size != 0)
-      return false;
-    word = *message.immediate;
-  } else if (message.size == wire::word_size) {
-    word = wire::decode_word(control_.data());
-  } else {
-    return take_advertisement(message.size);
-  }
-  const std::uint32_t value = wire::value_of(word);
+  using what = wire::message::what;
+  const wire::message m = wire::parse(message.immediate, message.rdma_write, message.size,
+                                      control_.data());
+  if (m.type == what::advertisement)
+    return take_advertisement(m.advertised);
   if (!peer_.ring_size)
     return false; // the advertisement comes first
-  switch (wire::kind_of(word)) {
-  case wire::kind::data:
-    if (end_received_ || (message.rdma_write && message.size != value) || !in_.arrived(value))
+  switch (m.type) {
+  case what::data:
+    if (end_received_ || !in_.arrived(m.value))
       return false;
     wake_reader();
     return true;
-  case wire::kind::credit:
-    if (message.rdma_write || !out_.credit(value))
+  case what::credit:
+    if (!out_.credit(m.value))
       return false;
     flush();
     wake_writer();
     return true;
-  case wire::kind::end:
-    if (message.rdma_write || end_received_ || value != 0)
+  case what::end:
+    if (end_received_)
       return false;
     end_received_ = true;
     read_end_ = asio::error::eof;
@@ -206,12 +212,11 @@ bool stream_impl::handle(const received_message& message) {
   }
 }
 
-bool stream_impl::take_advertisement(std::size_t size) {
-  auto ad = wire::decode_advertisement(control_.data(), size);
-  if (!ad || peer_.ring_size)
-    return false;
-  peer_ = *ad;
-  out_.set_peer_ring(ad->ring_size);
+bool stream_impl::take_advertisement(const wire::advertisement& ad) {
+  if (peer_.ring_size)
+    return false; // a second one
+  peer_ = ad;
+  out_.set_peer_ring(ad.ring_size);
   wake_writer();
   return true;
 }

@@ -58,7 +58,7 @@ private:
                    std::shared_ptr<stream_impl> self);
   /// Acts on one message; false if it breaks the protocol.
   bool handle(const received_message& message);
-  bool take_advertisement(std::size_t size);
+  bool take_advertisement(const stream_wire::advertisement& ad);
 
   // Reading.
   void wake_reader();

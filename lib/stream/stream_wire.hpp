@@ -85,4 +85,62 @@ inline std::optional<advertisement> decode_advertisement(const std::byte* in,
   return a;
 }
 
+/// What one of the peer's messages says.
+struct message {
+  enum class what : std::uint8_t { data, credit, end, advertisement, malformed };
+  what type = what::malformed;
+  std::uint32_t value = 0;     ///< data, credit: bytes
+  advertisement advertised{};  ///< advertisement
+};
+
+/// Reads one of the peer's messages from how it arrived: its immediate data (if it had
+/// any), whether it reports an RDMA write, its size and its body (the first `size` bytes
+/// of `body`; only a 4-byte word or a 24-byte advertisement is read). Everything a stream
+/// does not send is `malformed`: a send with both immediate data and a body, an RDMA write
+/// announcing another length than it wrote or carrying a control word, a body of another
+/// size, an end with a value, a control word of an unknown kind or of kind
+/// advertisement (an advertisement is a 24-byte body).
+inline message parse(const std::optional<std::uint32_t>& immediate, bool rdma_write,
+                     std::size_t size, const std::byte* body) noexcept {
+  message m;
+  std::uint32_t w = 0;
+  if (immediate) {
+    if (!rdma_write && size != 0)
+      return m;
+    w = *immediate;
+  } else if (rdma_write) {
+    return m; // an RDMA write the receiver hears of is always one with immediate data
+  } else if (size == word_size) {
+    w = decode_word(body);
+  } else {
+    if (auto a = decode_advertisement(body, size)) {
+      m.type = message::what::advertisement;
+      m.advertised = *a;
+    }
+    return m;
+  }
+  const std::uint32_t value = value_of(w);
+  switch (kind_of(w)) {
+  case kind::data:
+    if (rdma_write && size != value)
+      return m;
+    m.type = message::what::data;
+    m.value = value;
+    return m;
+  case kind::credit:
+    if (rdma_write)
+      return m;
+    m.type = message::what::credit;
+    m.value = value;
+    return m;
+  case kind::end:
+    if (rdma_write || value != 0)
+      return m;
+    m.type = message::what::end;
+    return m;
+  default:
+    return m;
+  }
+}
+
 } // namespace asio_rdma::detail::stream_wire

@@ -105,3 +105,21 @@ write("address", "sockaddr_in", struct.pack("<H", 2) + struct.pack(">H4s", 7471,
 write("cm_private_data", "bench_params", bytes([len(params)]) + params)
 write("cm_private_data", "remote_buffer", b"\x18" + remote_buffer(0x1000, 7, 4096))
 write("cm_private_data", "full", b"\xff" + bytes(range(255)))
+
+
+def stream_record(flags, imm, body=b""):
+    """One message (or local turn) of fuzz_stream_protocol: flags, size, immediate, body."""
+    return struct.pack("<BBI", flags, len(body), imm) + body
+
+
+def stream_ad(ring, address=0x7F0000002000, rkey=0x99):
+    return struct.pack("<IIQII", 3 << 28 | 1, ring, address, rkey, 0)
+
+
+AD = stream_record(0, 0, stream_ad(8192))
+write("stream_protocol", "advertise_write_read",
+      AD + stream_record(1 | 2, 100) + stream_record(4 | 8, 100) + stream_record(1, 1 << 28 | 100))
+write("stream_protocol", "iwarp_words",
+      AD + stream_record(0, 0, struct.pack("<I", 64)) + stream_record(0, 0, struct.pack("<I", 2 << 28)))
+write("stream_protocol", "past_credit", AD + stream_record(1 | 2, 8192) + stream_record(1 | 2, 1))
+write("stream_protocol", "bad_advertisement", stream_record(0, 0, stream_ad(100)))

@@ -8,8 +8,11 @@
 #include "two_hosts.hpp"
 
 #include <asio_rdma/file_transfer.hpp>
+#include <asio_rdma/stream.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/write.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -227,14 +230,31 @@ BOOST_AUTO_TEST_CASE(addresses_without_listener_or_host_fail_distinctly_and_in_t
   });
 }
 
+// A host dies once per boot, so the byte stream (asio_rdma::stream) dies here too: A's
+// stream writes while B reads, and has a read pending; both fail within the bound (the
+// stream's connection has keepalive, so a writer that waits for credit, with nothing in
+// flight, hears of the death as well).
 BOOST_AUTO_TEST_CASE(peer_host_dies_during_a_stream_of_sends) {
   asio::io_context io;
   run(
       io,
       [&]() -> awaitable<void> {
         ar::connection_options o;
+        ar::connection_options so = ar::stream_connection_options();
+        so.keepalive_interval = 200ms;
+        so.keepalive_count = 3;
         if (!is_host_a()) {
           auto s = co_await accept_from_a(o);
+          // The stream, on the same acceptor; read until this host dies.
+          auto stream = co_await ar::async_accept_stream(s.acceptor, use_awaitable);
+          asio::co_spawn(
+              co_await asio::this_coro::executor,
+              [&]() -> awaitable<void> {
+                std::vector<std::byte> b(4096);
+                for (;;)
+                  co_await stream.async_read_some(asio::buffer(b), use_awaitable);
+              },
+              asio::detached);
           std::array<std::byte, 64> buf{};
           for (int i = 0; i < 200; ++i)
             co_await s.conn.async_receive(asio::buffer(buf), use_awaitable);
@@ -244,6 +264,8 @@ BOOST_AUTO_TEST_CASE(peer_host_dies_during_a_stream_of_sends) {
         }
         auto c = co_await connect_to_b(o);
         auto ex = co_await asio::this_coro::executor;
+        auto st = co_await ar::async_connect_stream(ex, ar::test::peer_address(), port, so,
+                                                    use_awaitable);
         death_clock death("dying");
         int done = 0, failed = 0;
         std::vector<ar::error_code> errors;
@@ -264,20 +286,54 @@ BOOST_AUTO_TEST_CASE(peer_host_dies_during_a_stream_of_sends) {
                 ++done;
               },
               ar::test::report_failure);
+        // The stream's writer and its pending read.
+        ar::error_code stream_write_error, stream_read_error;
+        asio::co_spawn(
+            ex,
+            [&]() -> awaitable<void> {
+              std::vector<std::byte> piece(1024);
+              for (;;) {
+                auto [ec, n] = co_await asio::async_write(st, asio::buffer(piece),
+                                                          asio::as_tuple(use_awaitable));
+                if (ec) {
+                  stream_write_error = ec;
+                  break;
+                }
+              }
+              ++done;
+            },
+            ar::test::report_failure);
+        asio::co_spawn(
+            ex,
+            [&]() -> awaitable<void> {
+              std::array<std::byte, 16> b{};
+              auto [ec, n] = co_await st.async_read_some(asio::buffer(b),
+                                                         asio::as_tuple(use_awaitable));
+              stream_read_error = ec;
+              ++done;
+            },
+            ar::test::report_failure);
         asio::steady_timer t(ex);
-        while (done < 16) {
+        while (done < 18) {
           t.expires_after(10ms);
           co_await t.async_wait(use_awaitable);
         }
         BOOST_REQUIRE(death.passed);
         double detected = seconds_since(death.at);
-        BOOST_TEST_MESSAGE("sends failed " << detected << " s after the peer host died with "
-                                           << errors.front().message() << " (transport bound "
-                                           << o.transport_give_up_time().count() / 1e6 << " s)");
+        BOOST_TEST_MESSAGE("sends and the stream failed " << detected
+                                                          << " s after the peer host died with "
+                                                          << errors.front().message() << " / "
+                                                          << stream_write_error.message()
+                                                          << " (transport bound "
+                                                          << o.transport_give_up_time().count() / 1e6
+                                                          << " s)");
         for (auto& ec : errors)
           BOOST_TEST(failed_as_dead_peer(ec), ec.message());
+        BOOST_TEST(failed_as_dead_peer(stream_write_error), stream_write_error.message());
+        BOOST_TEST(failed_as_dead_peer(stream_read_error), stream_read_error.message());
         BOOST_TEST(detected < 2 * o.transport_give_up_time().count() / 1e6 + 1.0);
         BOOST_TEST(!c.is_open());
+        BOOST_TEST(!st.is_open());
       },
       300s);
 }

@@ -7,7 +7,9 @@
 #include "stream/stream_window.hpp"
 #include "stream/stream_wire.hpp"
 
+#include <array>
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -218,6 +220,47 @@ BOOST_AUTO_TEST_CASE(an_advertisement_round_trips) {
   BOOST_TEST(b->address == a.address);
   BOOST_TEST(b->rkey == a.rkey);
   BOOST_TEST(b->ring_size == a.ring_size);
+}
+
+BOOST_AUTO_TEST_CASE(messages_are_read_as_a_stream_sends_them) {
+  using what = wire::message::what;
+  const auto body = wire::encode_word(wire::word(wire::kind::credit, 300));
+  // Immediate data: a data word on an RDMA write of that length; credit and end in
+  // zero-length sends.
+  auto m = wire::parse(wire::word(wire::kind::data, 100), true, 100, nullptr);
+  BOOST_TEST((m.type == what::data && m.value == 100u));
+  m = wire::parse(wire::word(wire::kind::credit, 5000), false, 0, nullptr);
+  BOOST_TEST((m.type == what::credit && m.value == 5000u));
+  m = wire::parse(wire::word(wire::kind::end, 0), false, 0, nullptr);
+  BOOST_TEST((m.type == what::end));
+  // iWARP: the word as a 4-byte body.
+  m = wire::parse(std::nullopt, false, body.size(), body.data());
+  BOOST_TEST((m.type == what::credit && m.value == 300u));
+  // The advertisement: a 24-byte body.
+  wire::advertisement a;
+  a.ring_size = 8192;
+  a.rkey = 7;
+  const auto ad = wire::encode(a);
+  m = wire::parse(std::nullopt, false, ad.size(), ad.data());
+  BOOST_TEST((m.type == what::advertisement && m.advertised.ring_size == 8192u));
+}
+
+BOOST_AUTO_TEST_CASE(messages_no_stream_sends_are_malformed) {
+  using what = wire::message::what;
+  const std::array<std::byte, 32> zeros{};
+  auto bad = [&](const std::optional<std::uint32_t>& imm, bool rdma_write, std::size_t size) {
+    return wire::parse(imm, rdma_write, size, zeros.data()).type == what::malformed;
+  };
+  BOOST_TEST(bad(wire::word(wire::kind::data, 100), true, 99));   // announces more
+  BOOST_TEST(bad(wire::word(wire::kind::credit, 1), true, 1));    // credit on a write
+  BOOST_TEST(bad(wire::word(wire::kind::credit, 1), false, 4));   // immediate and a body
+  BOOST_TEST(bad(wire::word(wire::kind::end, 1), false, 0));      // an end with a value
+  BOOST_TEST(bad(wire::word(wire::kind::advertisement, 1), false, 0)); // not as a word
+  BOOST_TEST(bad(7u << 28, false, 0));                            // unknown kind
+  BOOST_TEST(bad(std::nullopt, true, 100));                       // a write without a word
+  BOOST_TEST(bad(std::nullopt, false, 0));                        // an empty send
+  BOOST_TEST(bad(std::nullopt, false, 5));                        // another size
+  BOOST_TEST(bad(std::nullopt, false, 24));                       // 24 zero bytes
 }
 
 BOOST_AUTO_TEST_CASE(malformed_advertisements_are_refused) {
