@@ -39,27 +39,10 @@ struct callback {
 // per-thread recycling cache, which holds two blocks, so that two other handlers alive at
 // the same time (a send's and a receive's) still fit in that cache. A request that does
 // not fit, or comes while the block is taken, goes to the heap: correct, only slower.
-//
-// A block may live inside the object its handler keeps alive (a stream's handlers hold the
-// stream, whose members the blocks are). Destroyed without being called (an io_context
-// destroyed with the handler queued), Asio's any_completion_handler destroys the handler
-// first and frees its memory after: the handler must not release the last reference to the
-// block's owner then. It parks it in `owner_after_free` (release_after_free below), and
-// deallocate() releases it once the block is no longer touched.
 template <std::size_t Size> struct single_block {
   bool in_use = false;
-  std::shared_ptr<void> owner_after_free;
   alignas(std::max_align_t) std::byte bytes[Size];
 };
-
-/// For the destructor of a handler whose memory is `block` and which holds `owner`, the
-/// block's owner: if that is the last reference, it is released after the handler's memory
-/// is freed (see single_block), not now. A handler that ran has handed its reference on.
-template <std::size_t Size, typename T>
-void release_after_free(single_block<Size>* block, std::shared_ptr<T>& owner) noexcept {
-  if (owner && owner.use_count() == 1)
-    block->owner_after_free = std::move(owner);
-}
 
 template <typename T, std::size_t Size> struct single_block_allocator {
   using value_type = T;
@@ -84,9 +67,6 @@ template <typename T, std::size_t Size> struct single_block_allocator {
       block->in_use = false;
     else
       std::allocator<T>().deallocate(p, n);
-    if (block->owner_after_free) {
-      auto last = std::move(block->owner_after_free); // may destroy the block: touch it no more
-    }
   }
   template <typename U>
   bool operator==(const single_block_allocator<U, Size>& other) const noexcept {

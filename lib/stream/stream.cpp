@@ -48,7 +48,7 @@ struct stream_impl::received {
       release_after_free(&self->receive_memory_, self);
   }
 
-  using allocator_type = single_block_allocator<void, sizeof(handler_memory::bytes)>;
+  using allocator_type = stream_handler_allocator<void, sizeof(handler_memory::bytes)>;
   allocator_type get_allocator() const noexcept { return allocator_type(&self->receive_memory_); }
 
   void operator()(error_code ec, const received_message& message) {
@@ -70,7 +70,7 @@ struct stream_impl::sent {
   sent(sent&&) noexcept = default;
   ~sent() { release_after_free(memory, self); }
 
-  using allocator_type = single_block_allocator<void, sizeof(handler_memory::bytes)>;
+  using allocator_type = stream_handler_allocator<void, sizeof(handler_memory::bytes)>;
   allocator_type get_allocator() const noexcept { return allocator_type(memory); }
 
   void operator()(error_code ec, std::size_t) {

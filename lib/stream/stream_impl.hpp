@@ -3,7 +3,7 @@
 // (stream_window.hpp), and the one pending read, write and shutdown.
 #pragma once
 
-#include "async/fd_waiter.hpp" // single_block_allocator
+#include "stream/handler_memory.hpp"
 #include "stream/stream_window.hpp"
 #include "stream/stream_wire.hpp"
 
@@ -44,7 +44,7 @@ private:
   /// What to do when a send or RDMA write of the stream's completes: (error, the data
   /// length it carried).
   using sent_action = void (stream_impl::*)(error_code, std::uint32_t);
-  using handler_memory = single_block<160>;
+  using handler_memory = stream_handler_block<160>;
 
   /// At most this many RDMA writes of data in flight, each at most post_size_ bytes (a
   /// quarter of the send buffer, so that they overlap); bytes written meanwhile are
