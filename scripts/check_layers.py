@@ -24,6 +24,7 @@ LAYERS = {
     "raw": 4,
     "file_transfer": 5,
     "stream": 5,
+    "rpc": 6,
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 

@@ -24,6 +24,7 @@
 #include <asio_rdma/queue_pair_endpoint.hpp>
 #include <asio_rdma/raw_socket.hpp>
 #include <asio_rdma/remote_buffer.hpp>
+#include <asio_rdma/rpc.hpp>
 #include <asio_rdma/shared_queues.hpp>
 #include <asio_rdma/stream.hpp>
 #include <asio_rdma/stream_websocket.hpp>

@@ -1,0 +1,124 @@
+// asio-rdma RPC: the client, a channel to one service endpoint.
+#pragma once
+
+#include <asio_rdma/detail/pending_operation.hpp>
+#include <asio_rdma/rpc/error.hpp>
+#include <asio_rdma/rpc/method_id.hpp>
+#include <asio_rdma/rpc/options.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/deferred.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace asio_rdma::rpc {
+
+namespace detail {
+class client_impl;
+
+/// Starts client_impl::call (lib/rpc/client.cpp).
+void start_call(client_impl* impl, std::uint32_t method, boost::asio::const_buffer request,
+                const call_options& options,
+                asio_rdma::detail::pending_operation<void(boost::system::error_code,
+                                                          std::vector<std::byte>)>&& op);
+
+/// rpc::client::async_call.
+class initiate_call : public asio_rdma::detail::io_initiation<client_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler>
+  void operator()(Handler&& handler, std::uint32_t method, boost::asio::const_buffer request,
+                  const call_options& options) const {
+    if (!impl_)
+      return closed(std::forward<Handler>(handler), boost::asio::error::bad_descriptor,
+                    std::vector<std::byte>());
+    start_call(impl_, method, request, options,
+               pending<void(boost::system::error_code, std::vector<std::byte>)>(
+                   std::forward<Handler>(handler)));
+  }
+};
+} // namespace detail
+
+/// A client of one service endpoint: calls many at once on one connection, each with a
+/// deadline, cancellable, answered in any order.
+///
+/// The connection is made by the first call (lazily), over RDMA (an asio_rdma::stream) or
+/// TCP as the endpoint says, with keepalive on. When it fails, every call in flight fails
+/// at once with the transport's error (connection_reset, a work completion's status,
+/// timed_out if it could not be established within connect_timeout); during the
+/// reconnect backoff that follows (client_options) calls fail at once with
+/// errc::unavailable; the first call after it connects again. No call is retried behind
+/// the caller's back.
+///
+/// Thread safety: as an Asio socket: one object, one thread (or strand) at a time. The
+/// handlers of calls run on their associated executor (default: the client's).
+/// Move-only; destroying or closing the client fails its pending calls with
+/// asio::error::operation_aborted.
+class client {
+public:
+  using executor_type = boost::asio::any_io_executor;
+
+  /// A client of `url` ("rdma://host:port" or "tcp://host:port"). Connects at the first
+  /// call. Throws boost::system::system_error: errc::bad_endpoint for a malformed url,
+  /// asio_rdma::errc::invalid_option for invalid options.
+  client(const executor_type& ex, std::string_view url, const client_options& options = {});
+  client(client&&) noexcept;
+  client& operator=(client&&) noexcept;
+  ~client();
+
+  executor_type get_executor() const noexcept { return ex_; }
+
+  /// Calls `method` with the bytes of `request`; the reply is the server's bytes.
+  ///
+  /// Completion signature: void(error_code, std::vector<std::byte>). On success the bytes
+  /// are the method's response. On an error the server reports (errc: unknown_method,
+  /// server_draining, handler_failed, cancelled, ...), they are the server's message
+  /// (rpc::message_of). Other errors: errc::request_too_large (nothing sent),
+  /// errc::deadline_exceeded, errc::response_too_large, errc::unavailable, the
+  /// transport's error when the connection fails, and asio::error::operation_aborted when
+  /// the call is cancelled or the client closed.
+  ///
+  /// `request` must stay valid until the handler runs (the call never completes while
+  /// its request is being written). Deadline: options.deadline, or the client's default.
+  /// Cancellation (any type, through the handler's slot): the call completes with
+  /// operation_aborted at once, or once its request is written if that is under way; a
+  /// server that has the request is told, and its handler is cancelled. A reply that
+  /// races the cancellation either wins (the call succeeds) or is dropped: exactly one
+  /// outcome.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_call(std::string_view method, boost::asio::const_buffer request,
+                  const call_options& options, CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken,
+                                       void(boost::system::error_code, std::vector<std::byte>)>(
+        detail::initiate_call(impl_.get(), ex_), token, method_id(method), request,
+        options);
+  }
+
+  /// As above with the default deadline.
+  template <typename CompletionToken = boost::asio::deferred_t>
+    requires(!std::is_convertible_v<CompletionToken, const call_options&>)
+  auto async_call(std::string_view method, boost::asio::const_buffer request,
+                  CompletionToken&& token = {}) {
+    return async_call(method, request, call_options{}, std::forward<CompletionToken>(token));
+  }
+
+  /// Fails the pending calls with operation_aborted and closes the connection; later
+  /// calls fail with asio::error::bad_descriptor.
+  void close() noexcept;
+
+  /// True while a connection is established.
+  bool is_connected() const noexcept;
+
+private:
+  std::unique_ptr<detail::client_impl> impl_;
+  executor_type ex_;
+};
+
+} // namespace asio_rdma::rpc

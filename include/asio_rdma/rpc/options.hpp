@@ -1,0 +1,83 @@
+// asio-rdma RPC: options of clients and servers, and where a service is.
+#pragma once
+
+#include <asio_rdma/connection_options.hpp>
+#include <asio_rdma/stream.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace asio_rdma::rpc {
+
+/// The transport under a client or a server.
+enum class transport_kind : std::uint8_t {
+  /// An asio_rdma::stream (an RC connection with an RDMA-write ring; docs/stream.md).
+  rdma,
+  /// An asio::ip::tcp::socket (TCP_NODELAY and keepalive on): for hosts without RDMA.
+  tcp,
+};
+
+/// "rdma://host:port" or "tcp://host:port", parsed. `host` may be a name or an address
+/// (IPv6 in brackets: "tcp://[::1]:7000"); the port is 0..65535 (0 to listen on any).
+struct endpoint {
+  transport_kind transport = transport_kind::tcp;
+  std::string host;
+  std::uint16_t port = 0;
+
+  /// The endpoint `url` names, or nothing if it is malformed.
+  static std::optional<endpoint> parse(std::string_view url);
+};
+
+/// Options of an rpc::client.
+struct client_options {
+  /// The deadline of a call that is given none (call_options): its reply must come within
+  /// it, or the call fails with errc::deadline_exceeded and the server is told to cancel.
+  std::chrono::milliseconds default_deadline = std::chrono::seconds(30);
+  /// Establishing a connection (connect and the protocol's hello) may take this long.
+  std::chrono::milliseconds connect_timeout = std::chrono::seconds(10);
+  /// After a connection fails, calls fail at once with errc::unavailable for this long,
+  /// then the next call connects again; each failure in a row doubles it, up to
+  /// max_reconnect_backoff; a success resets it.
+  std::chrono::milliseconds reconnect_backoff = std::chrono::milliseconds(100);
+  std::chrono::milliseconds max_reconnect_backoff = std::chrono::seconds(5);
+  /// The largest reply accepted; a larger one fails its call with
+  /// errc::response_too_large (its bytes are read and dropped).
+  std::size_t max_response_size = std::size_t(64) << 20;
+  /// Over RDMA: the connection's options (keepalive is turned on when it is off: 1 s x 3)
+  /// and the stream's ring and send buffer.
+  connection_options rdma_connection = stream_connection_options();
+  stream_options rdma_stream = {};
+
+  /// Why these options are invalid, or nullptr.
+  const char* invalid() const noexcept;
+};
+
+/// Options of an rpc::server.
+struct server_options {
+  /// The largest request accepted (told to clients at connect, which refuse larger ones
+  /// with errc::request_too_large before sending them).
+  std::size_t max_request_size = std::size_t(64) << 20;
+  /// Calls of one connection running at once; more wait (the connection is not read
+  /// meanwhile), never fail.
+  std::size_t max_calls_per_connection = 64;
+  /// Calls of the whole server running at once; more wait, never fail.
+  std::size_t max_calls = 1024;
+  /// Connections over RDMA: as client_options.
+  connection_options rdma_connection = stream_connection_options();
+  stream_options rdma_stream = {};
+
+  /// Why these options are invalid, or nullptr.
+  const char* invalid() const noexcept;
+};
+
+/// Options of one call.
+struct call_options {
+  /// The call's deadline from now; zero: client_options::default_deadline.
+  std::chrono::milliseconds deadline{0};
+};
+
+} // namespace asio_rdma::rpc

@@ -1,0 +1,140 @@
+// asio-rdma RPC: the server, its methods and a call's context.
+#pragma once
+
+#include <asio_rdma/detail/pending_operation.hpp>
+#include <asio_rdma/rpc/error.hpp>
+#include <asio_rdma/rpc/options.hpp>
+#include <asio_rdma/stream.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace asio_rdma::rpc {
+
+/// What a method's handler knows of its call.
+class call_context {
+public:
+  /// The method's name.
+  std::string_view method() const noexcept { return method_; }
+  /// When the client stops waiting for the reply.
+  std::chrono::steady_clock::time_point deadline() const noexcept { return deadline_; }
+  /// True once the call is cancelled: the client cancelled it, its deadline passed, or the
+  /// server's shutdown grace ran out. At that moment the handler's cancellation slot (its
+  /// coroutine's: `co_await asio::this_coro::cancellation_state`) is emitted with
+  /// cancellation_type::terminal, so the operation it awaits completes with
+  /// operation_aborted. What the handler returns afterwards still goes to the client,
+  /// which may have stopped waiting.
+  bool cancelled() const noexcept { return cancelled_; }
+
+  /// \cond INTERNAL
+  call_context(std::string_view method, std::chrono::steady_clock::time_point deadline) noexcept
+      : method_(method), deadline_(deadline) {}
+  void mark_cancelled() noexcept { cancelled_ = true; }
+  /// \endcond
+
+private:
+  std::string_view method_;
+  std::chrono::steady_clock::time_point deadline_;
+  bool cancelled_ = false;
+};
+
+/// A method: takes the request's bytes (valid until it returns) and its context, returns
+/// the response's bytes. It runs as a coroutine on the server's executor, concurrently
+/// with the other calls. To fail the call, throw: a boost::system::system_error whose code
+/// is an rpc::errc reaches the client as that code, anything else as
+/// errc::handler_failed; the exception's what() is the message the client gets.
+using method_handler = std::function<boost::asio::awaitable<std::vector<std::byte>>(
+    std::span<const std::byte> request, call_context& context)>;
+
+namespace detail {
+class server_impl;
+void start_shutdown(const std::shared_ptr<server_impl>& impl, std::chrono::milliseconds grace,
+                    asio_rdma::detail::pending_operation<void(boost::system::error_code)>&& op);
+
+class initiate_shutdown
+    : public asio_rdma::detail::io_initiation<std::shared_ptr<server_impl>,
+                                              asio_rdma::detail::executor_held::by_value> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler>
+  void operator()(Handler&& handler, std::chrono::milliseconds grace) const {
+    start_shutdown(impl_, grace,
+                   pending<void(boost::system::error_code)>(std::forward<Handler>(handler)));
+  }
+};
+} // namespace detail
+
+/// Serves methods to clients over RDMA and TCP.
+///
+/// Calls of one connection run concurrently and are answered in any order, up to
+/// server_options::max_calls_per_connection at once per connection and max_calls in
+/// all; more wait (their connection is not read meanwhile) and never fail for it. A
+/// client that breaks the protocol (a malformed frame, a request above the limit it was
+/// told, a duplicate call id) loses its connection; other clients are not affected.
+///
+/// Thread safety: one thread (or strand) at a time, handlers included: the server and its
+/// handlers run on its executor. Destroying it closes every listener and connection at
+/// once and cancels the calls running; async_shutdown() drains instead.
+class server {
+public:
+  using executor_type = boost::asio::any_io_executor;
+
+  /// A server with no methods that listens nowhere yet. Throws system_error
+  /// (asio_rdma::errc::invalid_option) for invalid options.
+  explicit server(const executor_type& ex, const server_options& options = {});
+  server(server&&) noexcept;
+  server& operator=(server&&) noexcept;
+  ~server();
+
+  executor_type get_executor() const noexcept { return ex_; }
+
+  /// Adds the method `name`. Throws std::invalid_argument if a method of that name, or of
+  /// another name with the same id (method_id()), exists.
+  void add_method(std::string_view name, method_handler handler);
+
+  /// Listens on `url` ("rdma://address:port" or "tcp://address:port"; port 0 picks one)
+  /// and serves the connections it accepts. Returns the port listened on. Throws
+  /// boost::system::system_error (errc::bad_endpoint, the bind's error).
+  std::uint16_t listen(std::string_view url);
+  /// As above, reporting failure through `ec` (then it returns 0).
+  std::uint16_t listen(std::string_view url, boost::system::error_code& ec);
+
+  /// Serves an established connection (for a stream or socket accepted by the program).
+  void serve(boost::asio::ip::tcp::socket socket);
+  void serve(asio_rdma::stream stream);
+
+  /// Drains the server: stops listening; new calls fail with errc::server_draining; the
+  /// calls running get `grace` to finish, then are cancelled (their clients get
+  /// errc::cancelled) and get up to one more second; then every connection is closed.
+  /// Completion signature: void(error_code) (no error unless the server was already shut
+  /// down: asio::error::operation_aborted). Not cancellable.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_shutdown(std::chrono::milliseconds grace, CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
+        detail::initiate_shutdown(impl_, ex_), token, grace);
+  }
+
+  /// Calls running or waiting for their reply to be written.
+  std::size_t calls_in_flight() const noexcept;
+  /// Connections being served.
+  std::size_t connections() const noexcept;
+
+private:
+  std::shared_ptr<detail::server_impl> impl_;
+  executor_type ex_;
+};
+
+} // namespace asio_rdma::rpc

@@ -1,0 +1,325 @@
+#include "rpc/client_connection.hpp"
+
+#include <asio_rdma/stream.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <limits>
+
+namespace asio_rdma::rpc::detail {
+
+namespace asio = boost::asio;
+using asio_rdma::detail::from;
+using boost::system::error_code;
+
+namespace {
+/// The longest message an error frame may carry.
+constexpr std::size_t max_error_message = 64 * 1024;
+
+error_code error_of_exception(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const boost::system::system_error& x) {
+    return x.code();
+  } catch (const std::bad_alloc&) {
+    return make_error_code(boost::system::errc::not_enough_memory);
+  } catch (...) {
+    return make_error_code(errc::protocol_error);
+  }
+}
+} // namespace
+
+client_connection::client_connection(const asio::any_io_executor& ex,
+                                     const client_options& options, observer* watcher)
+    : ex_(ex), options_(options), watcher_(watcher), connect_timer_(ex) {}
+
+void client_connection::establish(const endpoint& ep) {
+  connect_timer_.expires_after(options_.connect_timeout);
+  connect_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    if (!ec && !self->up_ && !self->failed())
+      self->connect_cancel_.emit(asio::cancellation_type::terminal);
+  });
+  asio::co_spawn(ex_, connect_and_hello(ep),
+                 asio::bind_cancellation_slot(
+                     connect_cancel_.slot(), [self = shared_from_this()](std::exception_ptr e) {
+                       self->connect_timer_.cancel();
+                       if (self->failed())
+                         return; // closed meanwhile
+                       if (!e)
+                         return self->established();
+                       error_code ec = error_of_exception(e);
+                       if (ec == asio::error::operation_aborted)
+                         ec = asio::error::timed_out; // only the connect timer cancels it
+                       self->fail(ec, from::completion_path);
+                     }));
+}
+
+template <typename Stream> asio::awaitable<void> client_connection::hello(Stream& s) {
+  wire::header_bytes out;
+  // The client's largest reply goes where a call's id would.
+  wire::frame_header mine{wire::frame_kind::hello, 0, options_.max_response_size, wire::version, 0};
+  wire::encode(mine, out);
+  co_await asio::async_write(s, asio::buffer(out), asio::use_awaitable);
+  wire::header_bytes in;
+  co_await asio::async_read(s, asio::buffer(in), asio::use_awaitable);
+  wire::frame_header theirs;
+  if (auto ec = wire::parse(in, theirs); ec || theirs.kind != wire::frame_kind::hello)
+    throw boost::system::system_error(ec ? ec : make_error_code(errc::protocol_error));
+  if (theirs.word != wire::version)
+    throw boost::system::system_error(make_error_code(errc::version_mismatch));
+  server_max_request_ = static_cast<std::size_t>(theirs.call_id);
+}
+
+asio::awaitable<void> client_connection::connect_and_hello(endpoint ep) {
+  if (ep.transport == transport_kind::tcp) {
+    asio::ip::tcp::resolver resolver(ex_);
+    auto found = co_await resolver.async_resolve(ep.host, std::to_string(ep.port),
+                                                 asio::use_awaitable);
+    asio::ip::tcp::socket socket(ex_);
+    co_await asio::async_connect(socket, found, asio::use_awaitable);
+    socket.set_option(asio::ip::tcp::no_delay(true));
+    socket.set_option(asio::socket_base::keep_alive(true));
+    co_await hello(socket);
+    transport_ = make_transport(std::move(socket));
+  } else {
+    connection_options conn = options_.rdma_connection;
+    if (conn.keepalive_interval.count() == 0)
+      conn.keepalive_interval = std::chrono::seconds(1);
+    auto s = co_await async_connect_stream(ex_, ep.host, ep.port, conn, options_.rdma_stream,
+                                           asio::use_awaitable);
+    co_await hello(s);
+    transport_ = make_transport(std::move(s));
+  }
+}
+
+void client_connection::established() {
+  up_ = true;
+  // Calls queued before the server's limit was known.
+  calls_.for_each_in_use([&](std::uint64_t, call_slot& c) {
+    if (c.op && c.frame.payload.size() > server_max_request_ && writer_.withdraw(c.frame)) {
+      deliver(c, make_error_code(errc::request_too_large), false, from::completion_path);
+      maybe_release(c);
+    }
+  });
+  if (watcher_)
+    watcher_->connection_up(*this);
+  read_header();
+  kick();
+}
+
+void client_connection::call(std::uint32_t method, asio::const_buffer request,
+                             std::chrono::milliseconds deadline, reply_operation&& op) {
+  if (failed()) {
+    op.complete(ex_, from::user_call, failed_, std::vector<std::byte>());
+    return;
+  }
+  if (request.size() > std::numeric_limits<std::uint32_t>::max() ||
+      (up_ && request.size() > server_max_request_)) {
+    op.complete(ex_, from::user_call, make_error_code(errc::request_too_large),
+                std::vector<std::byte>());
+    return;
+  }
+  auto [id, c] = calls_.acquire([&] { return call_slot(ex_); });
+  c->id = id;
+  c->op = std::move(op);
+  c->request_out = c->answered = c->reading = c->held_with_response = false;
+  c->held.reset();
+  const auto ms = std::clamp<std::int64_t>(deadline.count(), 1, 0xffffffffLL);
+  wire::encode({wire::frame_kind::request, static_cast<std::uint32_t>(request.size()), id, method,
+                static_cast<std::uint32_t>(ms)},
+               c->frame.header);
+  c->frame.payload = request;
+  c->frame.tag = id;
+  // A raw pointer: the slot's handler is removed when the call completes, which close()
+  // does for every call before the connection can go.
+  c->op.on_cancel([this, id = id](asio::cancellation_type) {
+    end_call(id, asio::error::operation_aborted, from::user_call);
+  });
+  c->timer.expires_after(deadline);
+  c->timer.async_wait([self = shared_from_this(), id = id](const error_code& ec) {
+    if (!ec)
+      self->end_call(id, make_error_code(errc::deadline_exceeded), from::completion_path);
+  });
+  writer_.push(c->frame);
+  kick();
+}
+
+void client_connection::end_call(std::uint64_t id, const error_code& ec, from origin) {
+  call_slot* c = calls_.find(id);
+  if (!c || !c->op || c->held)
+    return;
+  finish(*c, ec, false, origin);
+  if (!c->op && c->request_out && !c->answered)
+    send_cancel(*c);
+  maybe_release(*c);
+}
+
+void client_connection::finish(call_slot& c, const error_code& ec, bool with_response,
+                               from origin) {
+  if (c.request_out || writer_.withdraw(c.frame))
+    return deliver(c, ec, with_response, origin);
+  // The request is being written from the caller's buffer: the end waits for the write.
+  c.held = ec;
+  c.held_with_response = with_response;
+}
+
+void client_connection::deliver(call_slot& c, const error_code& ec, bool with_response,
+                                from origin) {
+  c.timer.cancel();
+  c.held.reset();
+  std::vector<std::byte> bytes;
+  if (with_response)
+    bytes.swap(c.response);
+  c.op.complete(ex_, origin, ec, std::move(bytes));
+}
+
+void client_connection::send_cancel(call_slot& c) {
+  if (failed())
+    return;
+  wire::encode({wire::frame_kind::cancel, 0, c.id, 0, 0}, c.frame.header);
+  c.frame.payload = asio::const_buffer();
+  writer_.push(c.frame);
+  kick();
+}
+
+void client_connection::maybe_release(call_slot& c) {
+  if (c.op || c.reading || c.frame.where != outgoing_frame::place::none)
+    return;
+  c.response.clear();
+  calls_.release(c.id);
+}
+
+void client_connection::close(const error_code& why, from origin) { fail(why, origin); }
+
+void client_connection::fail(const error_code& ec, from origin) {
+  if (failed())
+    return;
+  failed_ = ec;
+  up_ = false;
+  connect_cancel_.emit(asio::cancellation_type::terminal);
+  connect_timer_.cancel();
+  if (transport_)
+    transport_->close();
+  // Requests still queued are withdrawn and their calls end now; a request being written
+  // ends its call when the write completes (with an error: the transport is closed).
+  calls_.for_each_in_use([&](std::uint64_t, call_slot& c) {
+    if (c.op && !c.held)
+      finish(c, ec, false, origin);
+  });
+  writer_.drop_queued(); // cancel frames
+  calls_.for_each_in_use([&](std::uint64_t, call_slot& c) { maybe_release(c); });
+  if (auto* w = std::exchange(watcher_, nullptr))
+    w->connection_failed(*this, ec);
+}
+
+void client_connection::kick() {
+  if (!up_ || writer_.writing() || !writer_.has_queued())
+    return;
+  transport_->write(writer_.start_batch(), {&on_written, shared_from_this()});
+}
+
+void client_connection::on_written(void* p, const error_code& ec, std::size_t) {
+  auto& self = *static_cast<client_connection*>(p);
+  for (auto* f = self.writer_.finish_batch(); f;) {
+    auto* next = f->next;
+    if (call_slot* c = self.calls_.find(f->tag)) {
+      if (!c->request_out) {
+        c->request_out = true;
+        if (c->held)
+          self.deliver(*c, *c->held, c->held_with_response, from::completion_path);
+        // Ended (cancelled, deadline) while its request was written: the server has it.
+        if (!c->op && !c->answered && !ec)
+          self.send_cancel(*c);
+      }
+      self.maybe_release(*c);
+    }
+    f = next;
+  }
+  if (ec)
+    return self.fail(ec, from::completion_path);
+  self.kick();
+}
+
+void client_connection::read_header() {
+  transport_->read(asio::buffer(header_in_), {&on_header, shared_from_this()});
+}
+
+void client_connection::on_header(void* p, const error_code& ec, std::size_t) {
+  auto& self = *static_cast<client_connection*>(p);
+  if (self.failed())
+    return;
+  if (ec)
+    return self.fail(ec == asio::error::eof ? error_code(asio::error::connection_reset) : ec,
+                     from::completion_path);
+  auto& h = self.header_;
+  if (auto bad = wire::parse(self.header_in_, h))
+    return self.fail(bad, from::completion_path);
+  if (h.kind != wire::frame_kind::reply && h.kind != wire::frame_kind::error)
+    return self.fail(make_error_code(errc::protocol_error), from::completion_path);
+  if (h.kind == wire::frame_kind::error && h.length > max_error_message)
+    return self.fail(make_error_code(errc::protocol_error), from::completion_path);
+  call_slot* c = self.calls_.find(h.call_id);
+  if (!c || c->answered || (c->frame.where == outgoing_frame::place::queued && !c->request_out))
+    return self.discard(h.length); // a call that ended (stale id), or one never sent
+  c->answered = true;
+  if (h.kind == wire::frame_kind::reply && h.length > self.options_.max_response_size) {
+    if (c->op)
+      self.finish(*c, make_error_code(errc::response_too_large), false, from::completion_path);
+    self.maybe_release(*c);
+    return self.discard(h.length);
+  }
+  c->reading = true;
+  self.reading_id_ = h.call_id;
+  c->response.resize(h.length);
+  self.transport_->read(asio::buffer(c->response), {&on_payload, self.shared_from_this()});
+}
+
+void client_connection::on_payload(void* p, const error_code& ec, std::size_t) {
+  auto& self = *static_cast<client_connection*>(p);
+  call_slot* c = self.calls_.find(self.reading_id_);
+  c->reading = false;
+  if (ec || self.failed()) {
+    self.maybe_release(*c);
+    if (!self.failed())
+      self.fail(ec == asio::error::eof ? error_code(asio::error::connection_reset) : ec,
+                from::completion_path);
+    return;
+  }
+  if (c->op && !c->held) {
+    const bool ok = self.header_.kind == wire::frame_kind::reply;
+    self.finish(*c, ok ? error_code() : wire::error_of(self.header_.word), true,
+                from::completion_path);
+  }
+  self.maybe_release(*c);
+  self.read_header();
+}
+
+void client_connection::discard(std::size_t bytes) {
+  discard_left_ = bytes;
+  if (bytes == 0)
+    return read_header();
+  const std::size_t n = std::min(bytes, scratch_.size());
+  transport_->read(asio::buffer(scratch_.data(), n), {&on_discarded, shared_from_this()});
+}
+
+void client_connection::on_discarded(void* p, const error_code& ec, std::size_t n) {
+  auto& self = *static_cast<client_connection*>(p);
+  if (self.failed())
+    return;
+  if (ec)
+    return self.fail(ec == asio::error::eof ? error_code(asio::error::connection_reset) : ec,
+                     from::completion_path);
+  self.discard(self.discard_left_ - n);
+}
+
+} // namespace asio_rdma::rpc::detail

@@ -1,0 +1,123 @@
+// One connection of an rpc::client: establishing it (connect, then the hello that tells
+// the server's limits), the calls in flight on it (call_table), their frames
+// (frame_writer), the replies read back, deadlines and cancellation.
+//
+// A call's handler never runs while its request may still be written: an end that comes
+// while the request is being written (a cancellation, the deadline, a reply racing the
+// write) is held and delivered when the write completes. A call ended before its reply
+// (cancelled, deadline) that the server has seen is followed by a cancel frame; its slot
+// is reused only once no frame of it is queued or written and no reply is being read into
+// it, and a reply that comes later finds no call (call_table's generations).
+#pragma once
+
+#include "rpc/call_table.hpp"
+#include "rpc/frame_writer.hpp"
+#include "rpc/transport.hpp"
+
+#include <asio_rdma/detail/pending_operation.hpp>
+#include <asio_rdma/rpc/options.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace asio_rdma::rpc::detail {
+
+using reply_operation =
+    asio_rdma::detail::pending_operation<void(boost::system::error_code, std::vector<std::byte>)>;
+
+class client_connection : public std::enable_shared_from_this<client_connection> {
+public:
+  /// Told once when the connection fails (or could not be established) and when it is up.
+  struct observer {
+    virtual void connection_up(client_connection&) = 0;
+    virtual void connection_failed(client_connection&, const boost::system::error_code&) = 0;
+
+  protected:
+    ~observer() = default;
+  };
+
+  client_connection(const boost::asio::any_io_executor& ex, const client_options& options,
+                    observer* watcher);
+
+  /// Connects to `ep` and exchanges hellos; calls made meanwhile wait in the queue.
+  void establish(const endpoint& ep);
+  /// Starts a call: its reply, an error, its deadline or cancellation completes `op`.
+  void call(std::uint32_t method, boost::asio::const_buffer request,
+            std::chrono::milliseconds deadline, reply_operation&& op);
+  /// Fails every call with `why` and closes the transport. The observer is not told.
+  void close(const boost::system::error_code& why, asio_rdma::detail::from origin);
+  /// The observer is gone: tell it nothing more.
+  void detach() noexcept { watcher_ = nullptr; }
+
+  bool up() const noexcept { return up_; }
+  bool failed() const noexcept { return failed_.failed(); }
+  std::size_t calls_in_flight() const noexcept { return calls_.in_use(); }
+
+private:
+  struct call_slot {
+    explicit call_slot(const boost::asio::any_io_executor& ex) : timer(ex) {}
+    std::uint32_t generation = 1;
+    bool in_use = false;
+    std::uint64_t id = 0;
+    outgoing_frame frame;
+    reply_operation op;               // empty once the call's handler has run
+    std::vector<std::byte> response;  // the reply's bytes (an error's message)
+    boost::asio::steady_timer timer;  // the deadline
+    bool request_out = false;         // the request is written
+    bool answered = false;            // a reply or error frame came for it
+    bool reading = false;             // that frame's payload is being read into `response`
+    std::optional<boost::system::error_code> held; // an end waiting for the request's write
+    bool held_with_response = false;
+  };
+
+  boost::asio::awaitable<void> connect_and_hello(endpoint ep);
+  template <typename Stream> boost::asio::awaitable<void> hello(Stream& s);
+  void established();
+
+  void end_call(std::uint64_t id, const boost::system::error_code& ec,
+                asio_rdma::detail::from origin);
+  void finish(call_slot& c, const boost::system::error_code& ec, bool with_response,
+              asio_rdma::detail::from origin);
+  void deliver(call_slot& c, const boost::system::error_code& ec, bool with_response,
+               asio_rdma::detail::from origin);
+  void send_cancel(call_slot& c);
+  void maybe_release(call_slot& c);
+  void fail(const boost::system::error_code& ec, asio_rdma::detail::from origin);
+
+  void kick();
+  static void on_written(void* self, const boost::system::error_code& ec, std::size_t);
+  void read_header();
+  static void on_header(void* self, const boost::system::error_code& ec, std::size_t);
+  static void on_payload(void* self, const boost::system::error_code& ec, std::size_t);
+  void discard(std::size_t bytes);
+  static void on_discarded(void* self, const boost::system::error_code& ec, std::size_t n);
+
+  boost::asio::any_io_executor ex_;
+  client_options options_;
+  observer* watcher_;
+  std::unique_ptr<transport> transport_;
+  boost::asio::cancellation_signal connect_cancel_;
+  boost::asio::steady_timer connect_timer_;
+  bool up_ = false;
+  boost::system::error_code failed_;
+  std::size_t server_max_request_ = 0;
+  call_table<call_slot> calls_;
+  frame_writer writer_;
+  // Reading: the header, the call whose payload is read, the bytes left to drop.
+  wire::header_bytes header_in_{};
+  wire::frame_header header_;
+  std::uint64_t reading_id_ = 0;
+  std::size_t discard_left_ = 0;
+  std::array<std::byte, 16384> scratch_;
+};
+
+} // namespace asio_rdma::rpc::detail

@@ -1,0 +1,99 @@
+// The RPC layer's frames (docs/rpc.md, "Wire"): a 24-byte header, then `length` bytes of
+// payload. Sans-I/O: encoding and the checks of a peer's header, unit-tested and fuzzed
+// without a connection.
+//
+//   offset size field
+//        0    2 magic 0x52 0x50 ("RP")
+//        2    1 kind (frame_kind)
+//        3    1 flags (0; others refused)
+//        4    4 length of the payload
+//        8    8 call id, never 0 (hello: the largest payload its sender takes)
+//       16    4 word: request: method id; error: rpc::errc; hello: protocol version
+//       20    4 request: deadline in ms from its arrival (0: none); hello: 0
+//
+// All integers little-endian.
+#pragma once
+
+#include <asio_rdma/rpc/error.hpp>
+
+#include <boost/endian/conversion.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
+
+namespace asio_rdma::rpc::wire {
+
+inline constexpr std::size_t header_size = 24;
+inline constexpr std::uint32_t version = 1;
+using header_bytes = std::array<std::byte, header_size>;
+
+enum class frame_kind : std::uint8_t {
+  /// Sent first by each side: word = version, call_id = the largest payload it takes.
+  hello = 1,
+  /// A call: word = method id, deadline_ms, payload = the request.
+  request = 2,
+  /// A successful call's reply: payload = the response.
+  reply = 3,
+  /// A failed call's reply: word = rpc::errc, payload = the server's message.
+  error = 4,
+  /// The client no longer waits for the call: its handler is cancelled. No payload.
+  cancel = 5,
+};
+
+struct frame_header {
+  frame_kind kind = frame_kind::hello;
+  std::uint32_t length = 0;
+  std::uint64_t call_id = 0;
+  std::uint32_t word = 0;
+  std::uint32_t deadline_ms = 0;
+};
+
+inline void encode(const frame_header& h, header_bytes& out) noexcept {
+  auto* p = reinterpret_cast<unsigned char*>(out.data());
+  p[0] = 0x52;
+  p[1] = 0x50;
+  p[2] = static_cast<unsigned char>(h.kind);
+  p[3] = 0;
+  boost::endian::store_little_u32(p + 4, h.length);
+  boost::endian::store_little_u64(p + 8, h.call_id);
+  boost::endian::store_little_u32(p + 16, h.word);
+  boost::endian::store_little_u32(p + 20, h.deadline_ms);
+}
+
+/// Reads a peer's header: errc::protocol_error unless the magic, the kind and the flags
+/// are known, a cancel carries no payload and the call id is not 0.
+/// Lengths are the caller's to check against its limits.
+inline boost::system::error_code parse(std::span<const std::byte, header_size> in,
+                                       frame_header& h) noexcept {
+  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
+  if (p[0] != 0x52 || p[1] != 0x50 || p[3] != 0)
+    return make_error_code(errc::protocol_error);
+  if (p[2] < static_cast<unsigned char>(frame_kind::hello) ||
+      p[2] > static_cast<unsigned char>(frame_kind::cancel))
+    return make_error_code(errc::protocol_error);
+  h.kind = static_cast<frame_kind>(p[2]);
+  h.length = boost::endian::load_little_u32(p + 4);
+  h.call_id = boost::endian::load_little_u64(p + 8);
+  h.word = boost::endian::load_little_u32(p + 16);
+  h.deadline_ms = boost::endian::load_little_u32(p + 20);
+  if (h.kind == frame_kind::cancel && h.length != 0)
+    return make_error_code(errc::protocol_error);
+  if (h.call_id == 0)
+    return make_error_code(errc::protocol_error);
+  return {};
+}
+
+/// The error an error frame's word names, or protocol_error for a word that names none
+/// (or names success).
+inline boost::system::error_code error_of(std::uint32_t word) noexcept {
+  if (word < static_cast<std::uint32_t>(errc::unknown_method) ||
+      word > static_cast<std::uint32_t>(errc::decode_failed))
+    return make_error_code(errc::protocol_error);
+  return make_error_code(static_cast<errc>(word));
+}
+
+} // namespace asio_rdma::rpc::wire

@@ -1,0 +1,82 @@
+// One connection of an rpc::server: reads requests and cancels, runs each call's handler
+// as its own coroutine (cancelled through its own signal), writes the replies in the order
+// they are ready (frame_writer), and holds back reading while it has no room for another
+// call (server_options' limits): a client cannot make the server hold more than
+// max_calls_per_connection requests and replies of its own.
+#pragma once
+
+#include "rpc/frame_writer.hpp"
+#include "rpc/server_impl.hpp"
+#include "rpc/transport.hpp"
+
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace asio_rdma::rpc::detail {
+
+class server_connection : public std::enable_shared_from_this<server_connection> {
+public:
+  server_connection(std::shared_ptr<server_impl> server, std::unique_ptr<transport> t);
+
+  /// Reads the client's hello, answers it, then serves.
+  void start();
+  /// Closes the transport; calls running are cancelled and their replies dropped.
+  void close();
+  /// There may be room for the call that waits (server_impl's max_calls).
+  void resume();
+  /// Cancels every call running (the server's drain ran out of grace).
+  void cancel_calls();
+
+private:
+  struct call {
+    call(const boost::asio::any_io_executor& ex, std::string_view method,
+         std::chrono::steady_clock::time_point deadline)
+        : context(method, deadline), timer(ex) {}
+    std::uint64_t id = 0;
+    const method_entry* method = nullptr;
+    std::vector<std::byte> request, response;
+    call_context context;
+    errc cancel_reason = errc::cancelled;
+    // Shared with the handler's completion, which the coroutine's slot is bound to.
+    std::shared_ptr<boost::asio::cancellation_signal> signal =
+        std::make_shared<boost::asio::cancellation_signal>();
+    boost::asio::steady_timer timer; // the deadline
+    outgoing_frame frame;
+    bool running = false;
+  };
+
+  static void on_hello(void* self, const boost::system::error_code& ec, std::size_t);
+  void read_header();
+  static void on_header(void* self, const boost::system::error_code& ec, std::size_t);
+  bool has_room() const noexcept;
+  void take_request();
+  static void on_request(void* self, const boost::system::error_code& ec, std::size_t);
+  void run(call& c);
+  void handler_done(call& c, std::uint32_t status, std::string_view message);
+  void cancel(call& c, errc reason);
+  void send(call& c, wire::frame_kind kind, std::uint32_t word);
+  void drop(call& c);
+  void kick();
+  static void on_written(void* self, const boost::system::error_code& ec, std::size_t);
+  void fail();
+
+  std::shared_ptr<server_impl> server_;
+  std::unique_ptr<transport> transport_;
+  frame_writer writer_;
+  boost::unordered_flat_map<std::uint64_t, std::unique_ptr<call>> calls_;
+  wire::header_bytes header_in_{};
+  wire::frame_header header_;
+  call* reading_ = nullptr;
+  outgoing_frame hello_;
+  bool closed_ = false;
+  bool paused_ = false;  // a request waits for room
+  bool close_after_hello_ = false;
+
+  friend class server_impl;
+};
+
+} // namespace asio_rdma::rpc::detail

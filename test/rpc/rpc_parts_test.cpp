@@ -1,0 +1,191 @@
+// The RPC layer's parts without I/O: frames, the call table (ids, stale replies, cancel
+// races), the frame writer's batches, endpoints.
+#define BOOST_TEST_MODULE rpc_parts
+#include <boost/test/unit_test.hpp>
+
+#include "rpc/call_table.hpp"
+#include "rpc/frame_writer.hpp"
+#include "rpc/rpc_wire.hpp"
+
+#include <asio_rdma/rpc/method_id.hpp>
+#include <asio_rdma/rpc/options.hpp>
+
+#include <set>
+
+namespace rpc = asio_rdma::rpc;
+namespace wire = asio_rdma::rpc::wire;
+
+BOOST_AUTO_TEST_SUITE(rpc_wire_tests)
+
+BOOST_AUTO_TEST_CASE(a_header_reads_back_as_written) {
+  wire::frame_header h{wire::frame_kind::request, 123456, 0x1122334455667788ull, 0xdeadbeef, 2500};
+  wire::header_bytes b;
+  wire::encode(h, b);
+  BOOST_TEST(std::to_integer<int>(b[0]) == 0x52);
+  BOOST_TEST(std::to_integer<int>(b[4]) == 0x40); // 123456 little-endian: 40 e2 01 00
+  wire::frame_header r;
+  BOOST_TEST(!wire::parse(b, r));
+  BOOST_TEST((r.kind == h.kind && r.length == h.length && r.call_id == h.call_id &&
+              r.word == h.word && r.deadline_ms == h.deadline_ms));
+}
+
+BOOST_AUTO_TEST_CASE(malformed_headers_are_protocol_errors) {
+  auto bad = [](auto mutate) {
+    wire::header_bytes b;
+    wire::encode({wire::frame_kind::request, 1, 9, 1, 0}, b);
+    mutate(b);
+    wire::frame_header r;
+    return wire::parse(b, r) == rpc::errc::protocol_error;
+  };
+  BOOST_TEST(bad([](auto& b) { b[0] = std::byte{0}; }));
+  BOOST_TEST(bad([](auto& b) { b[1] = std::byte{0}; }));
+  BOOST_TEST(bad([](auto& b) { b[2] = std::byte{0}; }));
+  BOOST_TEST(bad([](auto& b) { b[2] = std::byte{6}; }));
+  BOOST_TEST(bad([](auto& b) { b[3] = std::byte{1}; }));                            // flags
+  BOOST_TEST(bad([](auto& b) { b[2] = std::byte{5}; }));                            // cancel + payload
+  BOOST_TEST(bad([](auto& b) { std::fill(b.begin() + 8, b.begin() + 16, std::byte{0}); })); // id 0
+}
+
+BOOST_AUTO_TEST_CASE(error_words_name_errors) {
+  BOOST_TEST(wire::error_of(unsigned(rpc::errc::unknown_method)) == rpc::errc::unknown_method);
+  BOOST_TEST(wire::error_of(0) == rpc::errc::protocol_error);
+  BOOST_TEST(wire::error_of(1000) == rpc::errc::protocol_error);
+}
+
+BOOST_AUTO_TEST_CASE(method_ids_are_fnv1a) {
+  static_assert(rpc::method_id("") == 2166136261u);
+  BOOST_TEST(rpc::method_id("a") == 0xe40c292cu);
+  BOOST_TEST(rpc::method_id("kv.get") != rpc::method_id("kv.put"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+struct test_call {
+  std::uint32_t generation = 1;
+  bool in_use = false;
+  int value = 0;
+};
+using table = rpc::detail::call_table<test_call>;
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(call_table_tests)
+
+BOOST_AUTO_TEST_CASE(ids_find_their_calls_and_nothing_once_released) {
+  table t;
+  auto [a, ca] = t.acquire([] { return test_call{}; });
+  auto [b, cb] = t.acquire([] { return test_call{}; });
+  BOOST_TEST(a != b);
+  BOOST_TEST(a != 0u);
+  BOOST_TEST(t.find(a) == ca);
+  BOOST_TEST(t.find(b) == cb);
+  t.release(a);
+  BOOST_TEST(t.find(a) == nullptr); // a reply after the call ended
+  auto [c, cc] = t.acquire([] { return test_call{}; });
+  BOOST_TEST(cc == ca);             // the slot is reused...
+  BOOST_TEST(c != a);               // ...under another id
+  BOOST_TEST(t.find(a) == nullptr); // the stale id still finds nothing
+  BOOST_TEST(t.find(c) == cc);
+  BOOST_TEST(t.find(0) == nullptr);
+  BOOST_TEST(t.find(table::id_of(999, 1)) == nullptr);
+  BOOST_TEST(t.in_use() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_cancel_after_the_reply_finds_nothing) {
+  table t;
+  auto [id, c] = t.acquire([] { return test_call{}; });
+  t.release(id); // the reply came and completed the call
+  BOOST_TEST(t.find(id) == nullptr); // the cancellation that raced it does nothing
+}
+
+BOOST_AUTO_TEST_CASE(the_table_stops_growing_at_the_most_in_flight) {
+  table t;
+  std::vector<std::uint64_t> ids;
+  for (int round = 0; round < 100; ++round) {
+    for (int i = 0; i < 64; ++i)
+      ids.push_back(t.acquire([] { return test_call{}; }).first);
+    for (auto id : ids)
+      t.release(id);
+    ids.clear();
+  }
+  BOOST_TEST(t.capacity() == 64u);
+  BOOST_TEST(t.in_use() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(generations_wrap_past_zero) {
+  table t;
+  auto [id, c] = t.acquire([] { return test_call{}; });
+  c->generation = 0xffffffffu;
+  t.release(table::id_of(0, 0xffffffffu));
+  auto [again, c2] = t.acquire([] { return test_call{}; });
+  BOOST_TEST(c2->generation == 1u);
+  BOOST_TEST(again == table::id_of(0, 1));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(frame_writer_tests)
+
+using rpc::detail::frame_writer;
+using rpc::detail::outgoing_frame;
+
+BOOST_AUTO_TEST_CASE(frames_queued_while_writing_go_out_together) {
+  frame_writer w;
+  std::vector<outgoing_frame> f(40);
+  std::array<std::byte, 10> payload{};
+  for (auto& x : f)
+    x.payload = boost::asio::buffer(payload);
+  f[1].payload = {}; // header only
+  w.push(f[0]);
+  auto first = w.start_batch();
+  BOOST_TEST(first.size() == 2u);
+  BOOST_TEST(w.writing());
+  for (int i = 1; i < 40; ++i)
+    w.push(f[i]);
+  BOOST_TEST(w.finish_batch() == &f[0]);
+  auto second = w.start_batch();
+  BOOST_TEST(second.size() == 2 * frame_writer::max_batch - 1); // f[1] has no payload
+  int n = 0;
+  for (auto* p = w.finish_batch(); p; p = p->next)
+    ++n;
+  BOOST_TEST(n == int(frame_writer::max_batch));
+  BOOST_TEST(w.has_queued());
+}
+
+BOOST_AUTO_TEST_CASE(a_queued_frame_can_be_withdrawn_a_written_one_not) {
+  frame_writer w;
+  outgoing_frame a, b, c;
+  w.push(a);
+  w.push(b);
+  w.push(c);
+  BOOST_TEST(w.withdraw(b));
+  BOOST_TEST(!w.withdraw(b));
+  w.start_batch();
+  BOOST_TEST(!w.withdraw(a)); // being written
+  auto* list = w.finish_batch();
+  BOOST_TEST(list == &a);
+  BOOST_TEST(list->next == &c);
+  BOOST_TEST(!w.has_queued());
+  w.push(b);
+  BOOST_TEST(w.withdraw(b));
+  BOOST_TEST(!w.has_queued());
+  w.push(c); // the tail was fixed up
+  BOOST_TEST(w.has_queued());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(endpoint_tests)
+
+BOOST_AUTO_TEST_CASE(urls_parse_or_are_refused) {
+  auto e = rpc::endpoint::parse("rdma://10.0.0.1:7471");
+  BOOST_TEST(e.has_value());
+  BOOST_TEST((e->transport == rpc::transport_kind::rdma && e->host == "10.0.0.1" && e->port == 7471));
+  auto v6 = rpc::endpoint::parse("tcp://[::1]:80");
+  BOOST_TEST((v6 && v6->host == "::1" && v6->port == 80));
+  for (const char* bad : {"tcp://::1:80", "tcp://host", "tcp://:80", "tcp://h:", "tcp://h:70000",
+                          "tcp://h:8x", "http://h:80", "rdma:/h:80", "tcp://[]:1"})
+    BOOST_TEST(!rpc::endpoint::parse(bad).has_value(), bad);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

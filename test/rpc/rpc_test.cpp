@@ -1,0 +1,516 @@
+// The RPC layer end to end, on the transport under test (rpc_test_support.hpp): TCP on the
+// host (unit_rpc_tcp), RDMA streams in the VM (integration_rpc).
+#define BOOST_TEST_MODULE rpc
+#include "rpc_test_support.hpp"
+
+#include "rpc/rpc_wire.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <random>
+
+using namespace asio_rdma::test;
+namespace wire = asio_rdma::rpc::wire;
+using boost::system::error_code;
+
+namespace {
+
+struct fixture {
+  asio::io_context io;
+};
+
+/// Sends `n` echo calls with `in_flight` at once, sizes from `size_of(seq)`; checks each
+/// reply against its request.
+asio::awaitable<void> echo_calls(rpc::client& c, int n, int in_flight,
+                                 std::function<std::size_t(int)> size_of) {
+  int next = 0, done = 0, failures = 0;
+  auto worker = [&]() -> asio::awaitable<void> {
+    while (next < n) {
+      const int seq = next++;
+      const auto request = patterned(seq, size_of(seq));
+      auto [ec, reply] = co_await c.async_call("echo", asio::buffer(request),
+                                               asio::as_tuple(asio::use_awaitable));
+      if (ec || reply != request) {
+        ++failures;
+        BOOST_ERROR("call " << seq << " of " << request.size() << " B: " << ec.message()
+                            << ", reply of " << reply.size() << " B");
+      }
+      ++done;
+    }
+  };
+  bool all = false;
+  int workers = in_flight;
+  for (int i = 0; i < in_flight; ++i)
+    asio::co_spawn(co_await asio::this_coro::executor, worker(), [&](std::exception_ptr e) {
+      report_failure(e);
+      if (--workers == 0)
+        all = true;
+    });
+  co_await wait_until(all);
+  BOOST_TEST(done == n);
+  BOOST_TEST(failures == 0);
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(rpc_end_to_end, fixture)
+
+BOOST_AUTO_TEST_CASE(ten_thousand_calls_64_in_flight_0_to_4_mib) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("echo", echo);
+    rpc::client c(io.get_executor(), listen_here(s));
+    std::mt19937 rng(27);
+    std::vector<std::size_t> sizes(10000);
+    for (auto& size : sizes) {
+      // Mostly small; one in ten from 4 KiB to 4 MiB, spread evenly over the powers of two.
+      if (rng() % 10)
+        size = rng() % 4097;
+      else
+        size = std::min<std::size_t>(std::size_t(4096) << (rng() % 11), 4u << 20) -
+               rng() % 1024;
+    }
+    sizes[0] = 0;
+    sizes[1] = 4u << 20;
+    co_await echo_calls(c, 10000, 64, [&](int seq) { return sizes[seq]; });
+    BOOST_TEST(c.is_connected());
+  }, std::chrono::seconds(600));
+}
+
+BOOST_AUTO_TEST_CASE(replies_out_of_order_reach_their_calls) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    // Each call waits its request's first byte in ms: later calls overtake earlier ones.
+    s.add_method("echo", [](std::span<const std::byte> req, rpc::call_context&)
+                             -> asio::awaitable<std::vector<std::byte>> {
+      co_await sleep_for(std::chrono::milliseconds(std::to_integer<int>(req[0]) % 20));
+      co_return std::vector<std::byte>(req.begin(), req.end());
+    });
+    rpc::client c(io.get_executor(), listen_here(s));
+    co_await echo_calls(c, 500, 32, [](int seq) { return 1 + seq % 300; });
+  });
+}
+
+BOOST_AUTO_TEST_CASE(deadline_fails_the_call_and_cancels_the_handler) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    bool seen = false;
+    s.add_method("wait", wait_for_cancel(&seen));
+    s.add_method("echo", echo);
+    rpc::client c(io.get_executor(), listen_here(s));
+    const auto start = std::chrono::steady_clock::now();
+    auto [ec, reply] = co_await c.async_call("wait", asio::const_buffer(),
+                                             rpc::call_options{std::chrono::milliseconds(300)},
+                                             asio::as_tuple(asio::use_awaitable));
+    const auto took = std::chrono::steady_clock::now() - start;
+    BOOST_TEST(ec == rpc::errc::deadline_exceeded);
+    BOOST_TEST(took >= std::chrono::milliseconds(290));
+    BOOST_TEST(took < std::chrono::seconds(3));
+    co_await sleep_for(std::chrono::milliseconds(200));
+    BOOST_TEST(seen); // the server's own timer, and the client's cancel frame
+    // The connection goes on.
+    const auto hi = bytes_of("still there");
+    auto again = co_await c.async_call("echo", asio::buffer(hi), asio::use_awaitable);
+    BOOST_TEST(again == hi);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(cancellation_reaches_the_server_handler) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    bool seen = false;
+    s.add_method("wait", wait_for_cancel(&seen));
+    rpc::client c(io.get_executor(), listen_here(s));
+    asio::cancellation_signal cancel;
+    error_code result;
+    bool done = false;
+    c.async_call("wait", asio::const_buffer(),
+                 asio::bind_cancellation_slot(cancel.slot(),
+                                              [&](error_code ec, std::vector<std::byte>) {
+                                                result = ec;
+                                                done = true;
+                                              }));
+    co_await sleep_for(std::chrono::milliseconds(200));
+    BOOST_TEST(s.calls_in_flight() == 1u);
+    cancel.emit(asio::cancellation_type::terminal);
+    co_await wait_until(done);
+    BOOST_TEST(result == asio::error::operation_aborted);
+    for (int i = 0; i < 200 && !seen; ++i)
+      co_await sleep_for(std::chrono::milliseconds(10));
+    BOOST_TEST(seen);
+    for (int i = 0; i < 200 && s.calls_in_flight() != 0; ++i)
+      co_await sleep_for(std::chrono::milliseconds(10));
+    BOOST_TEST(s.calls_in_flight() == 0u);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_reply_racing_a_cancel_has_exactly_one_outcome) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("echo", echo);
+    rpc::client c(io.get_executor(), listen_here(s));
+    // The round trip of a small call here.
+    const auto hi = bytes_of("after the races");
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i)
+      co_await c.async_call("echo", asio::buffer(hi), asio::use_awaitable);
+    const auto rtt = (std::chrono::steady_clock::now() - t0) / 20;
+    std::mt19937 rng(28);
+    int outcomes = 0, ok = 0, aborted = 0, wrong = 0;
+    constexpr int calls = 2000;
+    std::vector<std::vector<std::byte>> requests(calls);
+    std::vector<asio::cancellation_signal> signals(calls);
+    for (int i = 0; i < calls; ++i) {
+      requests[i] = patterned(i, 1 + i % 512);
+      c.async_call("echo", asio::buffer(requests[i]),
+                   asio::bind_cancellation_slot(
+                       signals[i].slot(), [&, i](error_code ec, std::vector<std::byte> r) {
+                         ++outcomes;
+                         if (!ec && r == requests[i])
+                           ++ok;
+                         else if (ec == asio::error::operation_aborted)
+                           ++aborted;
+                         else
+                           ++wrong;
+                       }));
+      // Cancel it after 0 .. 2 round trips: its request queued, being written or answered,
+      // its reply on its way or already read.
+      asio::steady_timer wait(co_await asio::this_coro::executor,
+                              rtt * 2 * int(rng() % 1000) / 1000);
+      co_await wait.async_wait(asio::use_awaitable);
+      signals[i].emit(asio::cancellation_type::terminal);
+    }
+    for (int i = 0; i < 3000 && outcomes < calls; ++i)
+      co_await sleep_for(std::chrono::milliseconds(1));
+    co_await sleep_for(std::chrono::milliseconds(100)); // no second outcome comes
+    BOOST_TEST(outcomes == calls);
+    BOOST_TEST(wrong == 0);
+    BOOST_TEST_MESSAGE("raced: " << ok << " replied, " << aborted << " cancelled");
+    BOOST_TEST(ok > 0);
+    BOOST_TEST(aborted > 0);
+    // Still a good connection.
+    BOOST_TEST((co_await c.async_call("echo", asio::buffer(hi), asio::use_awaitable)) == hi);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(server_errors_reach_the_caller_with_their_message) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server_options so;
+    so.max_request_size = 1024;
+    rpc::server s(io.get_executor(), so);
+    s.add_method("echo", echo);
+    s.add_method("boom", [](std::span<const std::byte>, rpc::call_context&)
+                             -> asio::awaitable<std::vector<std::byte>> {
+      throw std::runtime_error("boom: the handler gave up");
+      co_return std::vector<std::byte>();
+    });
+    s.add_method("unavailable_here", [](std::span<const std::byte>, rpc::call_context&)
+                                         -> asio::awaitable<std::vector<std::byte>> {
+      throw boost::system::system_error(rpc::errc::server_draining, "not today");
+      co_return std::vector<std::byte>();
+    });
+    BOOST_CHECK_THROW(s.add_method("echo", echo), std::invalid_argument);
+    rpc::client_options co;
+    co.max_response_size = 100;
+    rpc::client c(io.get_executor(), listen_here(s), co);
+    auto t = asio::as_tuple(asio::use_awaitable);
+
+    auto [e1, m1] = co_await c.async_call("no_such_method", asio::const_buffer(), t);
+    BOOST_TEST(e1 == rpc::errc::unknown_method);
+    BOOST_TEST(!rpc::message_of(m1).empty());
+
+    auto [e2, m2] = co_await c.async_call("boom", asio::const_buffer(), t);
+    BOOST_TEST(e2 == rpc::errc::handler_failed);
+    BOOST_TEST(rpc::message_of(m2).find("boom: the handler gave up") != std::string_view::npos);
+
+    auto [e3, m3] = co_await c.async_call("unavailable_here", asio::const_buffer(), t);
+    BOOST_TEST(e3 == rpc::errc::server_draining);
+    BOOST_TEST(rpc::message_of(m3).find("not today") != std::string_view::npos);
+
+    const std::vector<std::byte> big(2000);
+    auto [e4, m4] = co_await c.async_call("echo", asio::buffer(big), t);
+    BOOST_TEST(e4 == rpc::errc::request_too_large);
+
+    const std::vector<std::byte> medium(500);
+    auto [e5, m5] = co_await c.async_call("echo", asio::buffer(medium), t);
+    BOOST_TEST(e5 == rpc::errc::response_too_large);
+
+    const auto hi = bytes_of("fine");
+    auto [e6, m6] = co_await c.async_call("echo", asio::buffer(hi), t);
+    BOOST_TEST(!e6);
+    BOOST_TEST(m6 == hi);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(lost_server_fails_calls_then_the_channel_reconnects) {
+  run(io, [&]() -> asio::awaitable<void> {
+    auto s = std::make_unique<rpc::server>(io.get_executor());
+    bool seen = false;
+    s->add_method("wait", wait_for_cancel(&seen));
+    s->add_method("echo", echo);
+    const std::string url = listen_here(*s);
+    rpc::client_options co;
+    co.reconnect_backoff = std::chrono::milliseconds(500);
+    rpc::client c(io.get_executor(), url, co);
+    int failed = 0;
+    error_code first;
+    for (int i = 0; i < 8; ++i)
+      c.async_call("wait", asio::const_buffer(), [&](error_code ec, std::vector<std::byte>) {
+        if (ec && !first)
+          first = ec;
+        failed += ec ? 1 : 0;
+      });
+    co_await sleep_for(std::chrono::milliseconds(200));
+    BOOST_TEST(s->calls_in_flight() == 8u);
+    const auto killed = std::chrono::steady_clock::now();
+    s.reset(); // the server goes: its connections close at once
+    for (int i = 0; i < 5000 && failed < 8; ++i)
+      co_await sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(failed == 8);
+    BOOST_TEST((std::chrono::steady_clock::now() - killed < std::chrono::seconds(5)));
+    BOOST_TEST_MESSAGE("calls failed with: " << first.message());
+    BOOST_TEST(!c.is_connected());
+    // Within the backoff: fail fast.
+    auto t = asio::as_tuple(asio::use_awaitable);
+    auto [e1, r1] = co_await c.async_call("echo", asio::const_buffer(), t);
+    BOOST_TEST(e1 == rpc::errc::unavailable);
+    // A new server on the same port; after the backoff the channel connects again.
+    rpc::server again(io.get_executor());
+    again.add_method("echo", echo);
+    again.listen(url);
+    co_await sleep_for(std::chrono::milliseconds(600));
+    const auto hi = bytes_of("back");
+    auto [e2, r2] = co_await c.async_call("echo", asio::buffer(hi), t);
+    BOOST_TEST(!e2, e2.message());
+    BOOST_TEST(r2 == hi);
+    BOOST_TEST(c.is_connected());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(no_server_fails_the_call_without_hanging) {
+  run(io, [&]() -> asio::awaitable<void> {
+    std::string url;
+    {
+      rpc::server s(io.get_executor());
+      url = listen_here(s); // a port with no listener once `s` is gone
+    }
+    rpc::client_options co;
+    co.connect_timeout = std::chrono::seconds(3);
+    rpc::client c(io.get_executor(), url, co);
+    const auto start = std::chrono::steady_clock::now();
+    auto [ec, r] = co_await c.async_call("echo", asio::const_buffer(),
+                                         asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(ec.failed());
+    BOOST_TEST_MESSAGE("connect failed with: " << ec.message());
+    BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(5)));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(excess_calls_wait_for_the_concurrency_limits) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server_options so;
+    so.max_calls_per_connection = 4;
+    so.max_calls = 6;
+    rpc::server s(io.get_executor(), so);
+    int running = 0, most = 0;
+    s.add_method("slow", [&](std::span<const std::byte> req, rpc::call_context&)
+                             -> asio::awaitable<std::vector<std::byte>> {
+      most = std::max(most, ++running);
+      co_await sleep_for(std::chrono::milliseconds(20));
+      --running;
+      co_return std::vector<std::byte>(req.begin(), req.end());
+    });
+    const auto url = listen_here(s);
+    rpc::client a(io.get_executor(), url), b(io.get_executor(), url);
+    int ok = 0;
+    std::vector<std::vector<std::byte>> requests;
+    for (int i = 0; i < 64; ++i)
+      requests.push_back(patterned(i, 16));
+    for (int i = 0; i < 64; ++i)
+      (i % 2 ? a : b).async_call("slow", asio::buffer(requests[i]),
+                                 [&, i](error_code ec, std::vector<std::byte> r) {
+                                   ok += !ec && r == requests[i];
+                                 });
+    for (int i = 0; i < 10000 && ok < 64; ++i)
+      co_await sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(ok == 64);
+    BOOST_TEST(most <= 6);
+    BOOST_TEST(most >= 4);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(drain_finishes_calls_refuses_new_ones_then_closes) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("slow", [](std::span<const std::byte> req, rpc::call_context&)
+                             -> asio::awaitable<std::vector<std::byte>> {
+      co_await sleep_for(std::chrono::milliseconds(300));
+      co_return std::vector<std::byte>(req.begin(), req.end());
+    });
+    bool seen = false;
+    s.add_method("stubborn", wait_for_cancel(&seen));
+    rpc::client c(io.get_executor(), listen_here(s));
+    int slow_ok = 0;
+    error_code stubborn;
+    const auto hi = bytes_of("in flight");
+    for (int i = 0; i < 4; ++i)
+      c.async_call("slow", asio::buffer(hi), [&](error_code ec, std::vector<std::byte> r) {
+        slow_ok += !ec && r == hi;
+      });
+    c.async_call("stubborn", asio::const_buffer(),
+                 [&](error_code ec, std::vector<std::byte>) { stubborn = ec; });
+    co_await sleep_for(std::chrono::milliseconds(100));
+    bool drained = false;
+    const auto start = std::chrono::steady_clock::now();
+    s.async_shutdown(std::chrono::milliseconds(1000), [&](error_code ec) {
+      BOOST_TEST(!ec);
+      drained = true;
+    });
+    auto t = asio::as_tuple(asio::use_awaitable);
+    auto [e1, r1] = co_await c.async_call("slow", asio::buffer(hi), t);
+    BOOST_TEST(e1 == rpc::errc::server_draining);
+    co_await wait_until(drained);
+    const auto took = std::chrono::steady_clock::now() - start;
+    BOOST_TEST(slow_ok == 4);
+    BOOST_TEST(seen);
+    BOOST_TEST(stubborn == rpc::errc::cancelled, stubborn.message());
+    BOOST_TEST(took >= std::chrono::milliseconds(900));
+    BOOST_TEST(took < std::chrono::seconds(3));
+    BOOST_TEST(s.connections() == 0u);
+    auto [e2, r2] = co_await c.async_call("slow", asio::buffer(hi), t);
+    BOOST_TEST(e2.failed());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(hostile_clients_lose_their_connection_others_are_served) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server_options so;
+    so.max_request_size = 1 << 20;
+    so.max_calls_per_connection = 16;
+    rpc::server s(io.get_executor(), so);
+    s.add_method("echo", echo);
+    const auto url = listen_here(s);
+    rpc::client good(io.get_executor(), url);
+    const auto hi = bytes_of("unaffected");
+    BOOST_TEST((co_await good.async_call("echo", asio::buffer(hi), asio::use_awaitable)) == hi);
+
+    auto hello = [] {
+      wire::header_bytes h;
+      wire::encode({wire::frame_kind::hello, 0, 1 << 20, wire::version, 0}, h);
+      return h;
+    };
+    auto closed_by_server = [](raw_peer& p) -> asio::awaitable<bool> {
+      // Reads (and drops) what the server sends until it closes the connection.
+      std::vector<std::byte> sink(65536);
+      asio::steady_timer limit(co_await asio::this_coro::executor, std::chrono::seconds(10));
+      bool timed_out = false;
+      limit.async_wait([&](error_code ec) {
+        if (!ec) {
+          timed_out = true;
+          p.s.close();
+        }
+      });
+      for (;;) {
+        auto [ec, n] = co_await p.s.async_read_some(asio::buffer(sink),
+                                                   asio::as_tuple(asio::use_awaitable));
+        if (ec) {
+          limit.cancel();
+          co_return !timed_out;
+        }
+      }
+    };
+    auto t = asio::as_tuple(asio::use_awaitable);
+    // 1. Garbage instead of a hello.
+    {
+      auto p = co_await raw_peer::connect(url);
+      const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+      co_await asio::async_write(p.s, asio::buffer(junk), t);
+      BOOST_TEST(co_await closed_by_server(p));
+    }
+    // 2. A malformed frame after the hello; 3. a request above the limit it was told;
+    // 4. an unknown frame kind.
+    for (int kind = 0; kind < 3; ++kind) {
+      auto p = co_await raw_peer::connect(url);
+      auto h0 = hello();
+      co_await asio::async_write(p.s, asio::buffer(h0), t);
+      wire::header_bytes h;
+      wire::encode({wire::frame_kind::request, kind == 1 ? (2u << 20) : 4u, 7, 1, 0}, h);
+      if (kind == 0)
+        h[0] = std::byte{0x00}; // bad magic
+      if (kind == 2)
+        h[2] = std::byte{0x09}; // no such kind
+      co_await asio::async_write(p.s, asio::buffer(h), t);
+      BOOST_TEST(co_await closed_by_server(p), "case " << kind);
+    }
+    // 5. Unknown method ids get an error frame, the connection goes on.
+    {
+      auto p = co_await raw_peer::connect(url);
+      auto h0 = hello();
+      co_await asio::async_write(p.s, asio::buffer(h0), t);
+      wire::header_bytes h;
+      wire::encode({wire::frame_kind::request, 0, 42, 0xdeadbeef, 1000}, h);
+      co_await asio::async_write(p.s, asio::buffer(h), t);
+      wire::header_bytes in;
+      co_await asio::async_read(p.s, asio::buffer(in), t); // the server's hello
+      co_await asio::async_read(p.s, asio::buffer(in), t);
+      wire::frame_header got;
+      BOOST_TEST(!wire::parse(in, got));
+      BOOST_TEST((got.kind == wire::frame_kind::error && got.call_id == 42 &&
+                  got.word == unsigned(rpc::errc::unknown_method)));
+    }
+    // 6. Ten thousand calls, no reply read: the server holds at most its limit.
+    {
+      auto p = co_await raw_peer::connect(url);
+      auto h0 = hello();
+      co_await asio::async_write(p.s, asio::buffer(h0), t);
+      std::vector<std::byte> burst;
+      const auto payload = patterned(1, 1000);
+      for (std::uint64_t id = 1; id <= 10000; ++id) {
+        wire::header_bytes h;
+        wire::encode({wire::frame_kind::request, 1000, id, rpc::method_id("echo"), 0}, h);
+        burst.insert(burst.end(), h.begin(), h.end());
+        burst.insert(burst.end(), payload.begin(), payload.end());
+      }
+      std::size_t most = 0;
+      bool writing = true;
+      asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        co_await asio::async_write(p.s, asio::buffer(burst), t); // blocks: nobody reads
+        writing = false;
+      }, report_failure);
+      for (int i = 0; i < 500; ++i) {
+        most = std::max(most, s.calls_in_flight());
+        co_await sleep_for(std::chrono::milliseconds(1));
+      }
+      BOOST_TEST(most <= 16u);
+      BOOST_TEST(most >= 1u);
+      BOOST_TEST(writing); // held back, not buffered without end
+      BOOST_TEST((co_await good.async_call("echo", asio::buffer(hi), asio::use_awaitable)) == hi);
+      p.s.close();
+      for (int i = 0; i < 5000 && writing; ++i)
+        co_await sleep_for(std::chrono::milliseconds(1));
+      BOOST_TEST(!writing);
+    }
+    for (int i = 0; i < 2000 && s.calls_in_flight() != 0; ++i)
+      co_await sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(s.calls_in_flight() == 0u);
+    BOOST_TEST((co_await good.async_call("echo", asio::buffer(hi), asio::use_awaitable)) == hi);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(bad_endpoints_and_options_are_refused) {
+  BOOST_CHECK_THROW(rpc::client(io.get_executor(), "http://x:1"), boost::system::system_error);
+  BOOST_CHECK_THROW(rpc::client(io.get_executor(), "tcp://x"), boost::system::system_error);
+  rpc::client_options co;
+  co.default_deadline = std::chrono::milliseconds(0);
+  BOOST_CHECK_THROW(rpc::client(io.get_executor(), "tcp://127.0.0.1:1", co),
+                    boost::system::system_error);
+  rpc::server s(io.get_executor());
+  error_code ec;
+  s.listen("udp://0.0.0.0:1", ec);
+  BOOST_TEST(ec == rpc::errc::bad_endpoint);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
