@@ -102,6 +102,12 @@ asio::awaitable<void> client_connection::connect_and_hello(endpoint ep) {
   }
 }
 
+void client_connection::adopt(std::unique_ptr<transport> t, std::size_t server_max_request) {
+  transport_ = std::move(t);
+  server_max_request_ = server_max_request;
+  established();
+}
+
 void client_connection::established() {
   up_ = true;
   // Calls queued before the server's limit was known.

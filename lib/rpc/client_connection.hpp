@@ -50,6 +50,10 @@ public:
 
   /// Connects to `ep` and exchanges hellos; calls made meanwhile wait in the queue.
   void establish(const endpoint& ep);
+  /// Takes `t`, a transport whose hello exchange is done (the server's largest request:
+  /// `server_max_request`), as establish() would: for fuzzers and tests that drive a
+  /// connection over their own transport.
+  void adopt(std::unique_ptr<transport> t, std::size_t server_max_request);
   /// Starts a call: its reply, an error, its deadline or cancellation completes `op`.
   void call(std::uint32_t method, boost::asio::const_buffer request,
             std::chrono::milliseconds deadline, reply_operation&& op);

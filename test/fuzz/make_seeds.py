@@ -123,3 +123,38 @@ write("stream_protocol", "iwarp_words",
       AD + stream_record(0, 0, struct.pack("<I", 64)) + stream_record(0, 0, struct.pack("<I", 2 << 28)))
 write("stream_protocol", "past_credit", AD + stream_record(1 | 2, 8192) + stream_record(1 | 2, 1))
 write("stream_protocol", "bad_advertisement", stream_record(0, 0, stream_ad(100)))
+
+
+def rpc_frame(kind, call_id, word=0, deadline=0, payload=b""):
+    """One frame of the RPC layer (lib/rpc/rpc_wire.hpp)."""
+    return b"RP" + struct.pack("<BBIQII", kind, 0, len(payload), call_id, word, deadline) + payload
+
+
+def fnv1a(name):
+    h = 2166136261
+    for c in name.encode():
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+# fuzz_rpc_connection: the first byte picks the side (odd: the server, fed a client's bytes;
+# even: the client, two bytes of calls and cancellations, then a server's replies).
+HELLO = rpc_frame(1, 1 << 20, 1)
+write("rpc_connection", "server_calls", b"\x01" + HELLO +
+      rpc_frame(2, 1, fnv1a("echo"), 1000, b"hello") + rpc_frame(2, 2, fnv1a("yield"), 0, b"x" * 20) +
+      rpc_frame(5, 2) + rpc_frame(2, 3, fnv1a("fail")) + rpc_frame(2, 4, 12345))
+write("rpc_connection", "server_limits", b"\x01" + HELLO +
+      b"".join(rpc_frame(2, i, fnv1a("yield"), 5, b"y") for i in range(1, 12)))
+write("rpc_connection", "server_bad_version", b"\x01" + rpc_frame(1, 1, 2))
+
+
+def call_id(index, generation=1):
+    return generation << 32 | index
+
+
+write("rpc_connection", "client_replies", b"\x00\x03\x00" +
+      rpc_frame(3, call_id(1), payload=b"one") + rpc_frame(4, call_id(0), 7, payload=b"failed") +
+      rpc_frame(3, call_id(2), payload=b"two" * 100))
+write("rpc_connection", "client_cancels", b"\x00\x05\x0b" +
+      rpc_frame(3, call_id(0)) + rpc_frame(3, call_id(0)) + rpc_frame(3, call_id(4, 2)) +
+      rpc_frame(3, call_id(3), payload=b"z" * 2000))

@@ -76,7 +76,11 @@ struct raw_peer {
     auto ep = rpc::endpoint::parse(url).value();
     auto ex = co_await asio::this_coro::executor;
 #ifdef RPC_TEST_RDMA
-    co_return raw_peer{co_await async_connect_stream(ex, ep.host, ep.port, asio::use_awaitable)};
+    // Not `raw_peer{co_await ...}`: GCC 12 destroys a temporary of a co_await inside a
+    // braced initializer twice (here: the stream's reference to its state, released once
+    // too often).
+    auto s = co_await async_connect_stream(ex, ep.host, ep.port, asio::use_awaitable);
+    co_return raw_peer{std::move(s)};
 #else
     asio::ip::tcp::socket sock(ex);
     co_await sock.async_connect({asio::ip::make_address(ep.host), ep.port}, asio::use_awaitable);
