@@ -65,7 +65,10 @@ awaitable<void> client(std::string addr, std::uint16_t port, std::string ca,
   auto ctx = make_context(ssl::context::tls_client);
   ctx.load_verify_file(ca);
   ctx.set_verify_mode(ssl::verify_peer);
-  tls_stream tls(co_await asio_rdma::async_connect_stream(ex, addr, port, use_awaitable), ctx);
+  // Not `tls(co_await ..., ctx)`: GCC 12 may destroy a temporary of a co_await inside a
+  // call's arguments twice.
+  auto connected = co_await asio_rdma::async_connect_stream(ex, addr, port, use_awaitable);
+  tls_stream tls(std::move(connected), ctx);
   tls.set_verify_callback(ssl::host_name_verification("tls-echo"));
   co_await tls.async_handshake(ssl::stream_base::client, use_awaitable);
   std::string buffer;

@@ -87,6 +87,7 @@ awaitable<asio_rdma::error_code> issue(peer& p, operation op, std::size_t size,
   }
   case operation::ud_send: // datagrams.cpp
   case operation::stream:  // streams.cpp
+  case operation::rpc:     // rpc_calls.cpp
     break;
   }
   co_return asio_rdma::error_code(asio::error::operation_not_supported);

@@ -4,6 +4,7 @@
 // after another or at once.
 #include "framework.hpp"
 
+#include "rpc_calls.hpp"
 #include "streams.hpp"
 #include "wire.hpp"
 
@@ -115,6 +116,8 @@ awaitable<void> serve_one(asio_rdma::connection_request request) {
   }
   if (t->op == operation::stream)
     co_return co_await streams::serve(std::move(request), *t);
+  if (t->op == operation::rpc)
+    co_return co_await rpc_calls::serve(std::move(request), *t);
   auto options = options_for(*t);
   auto conn = co_await request.async_accept(options, asio::use_awaitable);
   auto s = std::make_shared<session>();

@@ -8,6 +8,7 @@
 #include "framework.hpp"
 #include "options.hpp"
 #include "raw_verbs.hpp"
+#include "rpc_calls.hpp"
 #include "streams.hpp"
 
 #include "cli.hpp"
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
     });
   } else if (s.op == rdma_bench::operation::stream) {
     asio::co_spawn(io, rdma_bench::streams::run_client(s), finish);
+  } else if (s.op == rdma_bench::operation::rpc) {
+    asio::co_spawn(io, rdma_bench::rpc_calls::run_client(s), finish);
   } else if (s.op == rdma_bench::operation::ud_send) {
     asio::co_spawn(io, rdma_bench::datagrams::run_client(s), finish);
   } else {

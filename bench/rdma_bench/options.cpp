@@ -30,6 +30,8 @@ std::string_view name(operation op) {
     return "ud_send";
   case operation::stream:
     return "stream";
+  case operation::rpc:
+    return "rpc";
   }
   return "?";
 }
@@ -55,7 +57,7 @@ namespace {
 operation parse_operation(std::string_view text) {
   for (auto op : {operation::send, operation::write, operation::write_imm, operation::read,
                   operation::fetch_add, operation::compare_swap, operation::ud_send,
-                  operation::stream})
+                  operation::stream, operation::rpc})
     if (text == name(op))
       return op;
   throw usage_error("--op: unknown operation '" + std::string(text) + "'");
@@ -113,9 +115,9 @@ void describe(CLI::App& app, settings& s) {
   client
       ->add_option_function<std::string>(
           "--op", [&s](const std::string& v) { s.op = parse_operation(v); },
-          "send|write|write_imm|read|fetch_add|compare_swap|ud_send|stream (default send; "
+          "send|write|write_imm|read|fetch_add|compare_swap|ud_send|stream|rpc (default send; "
           "ud_send: datagrams, at most the path MTU each; stream: asio_rdma::stream, "
-          "async_write / async_read)")
+          "async_write / async_read; rpc: asio_rdma::rpc echo calls, --depth in flight)")
       ->type_name("OP");
   client
       ->add_option_function<std::string>(
@@ -253,9 +255,9 @@ std::string check(const settings& s) {
     return "--raw-verbs does not run ud_send (datagrams run on asio_rdma only)";
   if (s.op == operation::ud_send && s.connections != 1)
     return "ud_send runs one datagram socket: drop --connections";
-  if (s.op == operation::stream &&
+  if ((s.op == operation::stream || s.op == operation::rpc) &&
       (s.raw_verbs || s.connections != 1 || s.shared_queues || s.batch > 1 || s.coroutines))
-    return "stream runs one asio_rdma::stream: drop --raw-verbs, --connections, "
+    return "stream and rpc run one asio_rdma::stream: drop --raw-verbs, --connections, "
            "--shared-queues, --batch and --coroutines";
   if (s.mode == test_mode::latency && s.connections != 1)
     return "latency runs one connection";

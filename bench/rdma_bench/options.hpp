@@ -25,6 +25,8 @@ enum class operation : std::uint8_t {
   ud_send = 7,
   /// A byte stream (asio_rdma::stream) over the connection: streams.hpp.
   stream = 8,
+  /// asio_rdma::rpc calls (an echo) over a stream on the connection: rpc_calls.hpp.
+  rpc = 9,
 };
 
 /// bandwidth: as many operations in flight as the depth allows, measures

@@ -47,7 +47,8 @@ ibv_wr_opcode opcode(operation op) {
   case operation::compare_swap:
     return IBV_WR_ATOMIC_CMP_AND_SWP;
   case operation::ud_send: // refused by check(): no raw-verbs datagrams
-  case operation::stream:  // refused by check(): streams run on asio_rdma
+  case operation::stream:  // refused by check(): streams and rpc run on asio_rdma
+  case operation::rpc:
     break;
   }
   return IBV_WR_SEND;

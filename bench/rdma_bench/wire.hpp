@@ -118,7 +118,7 @@ inline std::optional<test_parameters> decode(std::span<const std::byte> in, std:
   test_parameters t;
   auto op = wire::get(&in[3], 1);
   auto mode = wire::get(&in[4], 1);
-  const bool connection_op = (op >= 1 && op <= 6) || op == 8; // 7: datagrams
+  const bool connection_op = (op >= 1 && op <= 6) || op == 8 || op == 9; // 7: datagrams
   if (!connection_op || mode < 1 || mode > 2) {
     problem = "unknown operation or mode";
     return std::nullopt;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 namespace asio_rdma::rpc {
 namespace detail {
@@ -17,20 +18,27 @@ using boost::system::error_code;
 
 class client_impl final : public client_connection::observer {
 public:
-  client_impl(const asio::any_io_executor& ex, endpoint ep, const client_options& options)
+  client_impl(const asio::any_io_executor& ex, std::optional<endpoint> ep,
+              const client_options& options)
       : ex_(ex), endpoint_(std::move(ep)), options_(options),
         backoff_(options.reconnect_backoff) {}
+
+  /// A client of one established stream or socket: never reconnected.
+  template <typename Stream> void adopt(Stream s) {
+    conn_ = std::make_shared<client_connection>(ex_, options_, this);
+    conn_->establish(std::move(s));
+  }
   ~client_impl() { close(); }
 
   void call(std::uint32_t method, asio::const_buffer request, const call_options& o,
             reply_operation&& op) {
     const auto now = std::chrono::steady_clock::now();
     if (!conn_) {
-      if (now < retry_at_)
+      if (now < retry_at_ || !endpoint_)
         return op.complete(ex_, from::user_call, make_error_code(errc::unavailable),
                            std::vector<std::byte>());
       conn_ = std::make_shared<client_connection>(ex_, options_, this);
-      conn_->establish(endpoint_);
+      conn_->establish(*endpoint_);
     }
     conn_->call(method, request, o.deadline.count() > 0 ? o.deadline : options_.default_deadline,
                 std::move(op));
@@ -51,13 +59,15 @@ public:
     if (conn_.get() != &c)
       return;
     conn_.reset();
+    if (!endpoint_)
+      return; // nowhere to reconnect to: calls fail with errc::unavailable from now on
     retry_at_ = std::chrono::steady_clock::now() + backoff_;
     backoff_ = std::min(backoff_ * 2, options_.max_reconnect_backoff);
   }
 
 private:
   asio::any_io_executor ex_;
-  endpoint endpoint_;
+  std::optional<endpoint> endpoint_;
   client_options options_;
   std::shared_ptr<client_connection> conn_;
   std::chrono::steady_clock::time_point retry_at_{};
@@ -79,6 +89,30 @@ client::client(const executor_type& ex, std::string_view url, const client_optio
   if (!ep)
     throw boost::system::system_error(make_error_code(errc::bad_endpoint), std::string(url));
   impl_ = std::make_unique<detail::client_impl>(ex, std::move(*ep), options);
+}
+
+namespace {
+template <typename Stream>
+std::unique_ptr<detail::client_impl> adopting(const client::executor_type& ex, Stream s,
+                                              const client_options& options) {
+  if (const char* why = options.invalid())
+    throw boost::system::system_error(make_error_code(asio_rdma::errc::invalid_option), why);
+  auto impl = std::make_unique<detail::client_impl>(ex, std::nullopt, options);
+  impl->adopt(std::move(s));
+  return impl;
+}
+} // namespace
+
+client::client(asio_rdma::stream established, const client_options& options)
+    : ex_(established.get_executor()) {
+  impl_ = adopting(ex_, std::move(established), options);
+}
+
+client::client(boost::asio::ip::tcp::socket established, const client_options& options)
+    : ex_(established.get_executor()) {
+  boost::system::error_code ignored;
+  established.set_option(boost::asio::ip::tcp::no_delay(true), ignored);
+  impl_ = adopting(ex_, std::move(established), options);
 }
 
 client::client(client&&) noexcept = default;

@@ -43,13 +43,18 @@ client_connection::client_connection(const asio::any_io_executor& ex,
                                      const client_options& options, observer* watcher)
     : ex_(ex), options_(options), watcher_(watcher), connect_timer_(ex) {}
 
-void client_connection::establish(const endpoint& ep) {
+void client_connection::establish(const endpoint& ep) { start(connect_and_hello(ep)); }
+void client_connection::establish(asio_rdma::stream s) { start(hello_and_take(std::move(s))); }
+void client_connection::establish(asio::ip::tcp::socket s) { start(hello_and_take(std::move(s))); }
+
+// Runs `how` (connect, hello) within the connect timeout, then serves calls.
+void client_connection::start(asio::awaitable<void> how) {
   connect_timer_.expires_after(options_.connect_timeout);
   connect_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
     if (!ec && !self->up_ && !self->failed())
       self->connect_cancel_.emit(asio::cancellation_type::terminal);
   });
-  asio::co_spawn(ex_, connect_and_hello(ep),
+  asio::co_spawn(ex_, std::move(how),
                  asio::bind_cancellation_slot(
                      connect_cancel_.slot(), [self = shared_from_this()](std::exception_ptr e) {
                        self->connect_timer_.cancel();
@@ -62,6 +67,11 @@ void client_connection::establish(const endpoint& ep) {
                          ec = asio::error::timed_out; // only the connect timer cancels it
                        self->fail(ec, from::completion_path);
                      }));
+}
+
+template <typename Stream> asio::awaitable<void> client_connection::hello_and_take(Stream s) {
+  co_await hello(s);
+  transport_ = make_transport(std::move(s));
 }
 
 template <typename Stream> asio::awaitable<void> client_connection::hello(Stream& s) {

@@ -16,9 +16,11 @@
 
 #include <asio_rdma/detail/pending_operation.hpp>
 #include <asio_rdma/rpc/options.hpp>
+#include <asio_rdma/stream.hpp>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <array>
@@ -50,6 +52,9 @@ public:
 
   /// Connects to `ep` and exchanges hellos; calls made meanwhile wait in the queue.
   void establish(const endpoint& ep);
+  /// Exchanges hellos over an established stream or socket, then serves calls over it.
+  void establish(asio_rdma::stream s);
+  void establish(boost::asio::ip::tcp::socket s);
   /// Takes `t`, a transport whose hello exchange is done (the server's largest request:
   /// `server_max_request`), as establish() would: for fuzzers and tests that drive a
   /// connection over their own transport.
@@ -83,7 +88,9 @@ private:
     bool held_with_response = false;
   };
 
+  void start(boost::asio::awaitable<void> how);
   boost::asio::awaitable<void> connect_and_hello(endpoint ep);
+  template <typename Stream> boost::asio::awaitable<void> hello_and_take(Stream s);
   template <typename Stream> boost::asio::awaitable<void> hello(Stream& s);
   void established();
 

@@ -125,6 +125,10 @@ void server_impl::connection_closed(server_connection* c) {
                          [c](const auto& p) { return p.get() == c; });
   if (it != connections_.end())
     connections_.erase(it);
+  if (shut_ && shutdown_ && connections_.empty()) {
+    grace_timer_.cancel();
+    shutdown_.complete(ex_, from::completion_path, error_code());
+  }
 }
 
 void server_impl::close_listeners() {
@@ -164,14 +168,25 @@ void server_impl::shutdown(std::chrono::milliseconds grace,
   });
 }
 
+// Every call has answered (or the grace ran out): each connection is shut down gracefully,
+// so that the replies written reach their clients, then closed; the drain completes when
+// the last one is, within one more second (then they are closed at once).
 void server_impl::finish_shutdown(from origin) {
   shut_ = true;
-  grace_timer_.cancel();
-  for (auto& c : std::vector(connections_))
-    c->close();
-  connections_.clear();
   waiting_.clear();
-  shutdown_.complete(ex_, origin, error_code());
+  for (auto& c : std::vector(connections_))
+    c->close_gracefully();
+  if (connections_.empty())
+    return shutdown_.complete(ex_, origin, error_code());
+  grace_timer_.expires_after(std::chrono::seconds(1));
+  grace_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    if (ec || !self->shutdown_)
+      return;
+    for (auto& c : std::vector(self->connections_))
+      c->close();
+    self->connections_.clear();
+    self->shutdown_.complete(self->ex_, from::completion_path, error_code());
+  });
 }
 
 void server_impl::close_all() {

@@ -251,15 +251,18 @@ void server_connection::on_written(void* p, const error_code& ec, std::size_t) {
         self.drop(*it->second);
     f = next;
   }
+  if (self.graceful_ && !ec)
+    return self.shut_down_transport();
   if (ec || self.close_after_hello_)
     return self.fail();
   self.kick();
 }
 
 void server_connection::close() {
-  if (closed_)
+  if (transport_closed_)
     return;
-  closed_ = true;
+  transport_closed_ = closed_ = true;
+  graceful_ = false;
   transport_->close();
   // Replies not yet written are dropped; running handlers are cancelled and dropped when
   // they end; a request or reply being read or written ends with the transport's error.
@@ -271,6 +274,34 @@ void server_connection::close() {
     f = next;
   }
   cancel_calls();
+}
+
+void server_connection::close_gracefully() {
+  if (closed_)
+    return;
+  // Nothing more is read or queued; what is being written finishes first.
+  closed_ = graceful_ = true;
+  for (auto* f = writer_.drop_queued(); f;) {
+    auto* next = f->next;
+    if (f != &hello_)
+      if (auto it = calls_.find(f->tag); it != calls_.end())
+        drop(*it->second);
+    f = next;
+  }
+  cancel_calls();
+  if (!writer_.writing())
+    shut_down_transport();
+}
+
+void server_connection::shut_down_transport() {
+  graceful_ = false;
+  transport_->shutdown({&on_shut_down, shared_from_this()});
+}
+
+void server_connection::on_shut_down(void* p, const error_code&, std::size_t) {
+  auto& self = *static_cast<server_connection*>(p);
+  self.close();
+  self.server_->connection_closed(&self);
 }
 
 void server_connection::fail() {

@@ -26,6 +26,9 @@ public:
   void start();
   /// Closes the transport; calls running are cancelled and their replies dropped.
   void close();
+  /// As close(), but the replies written reach the client first: the transport is shut
+  /// down gracefully (once the write in progress, if any, is done), then closed.
+  void close_gracefully();
   /// There may be room for the call that waits (server_impl's max_calls).
   void resume();
   /// Cancels every call running (the server's drain ran out of grace).
@@ -63,6 +66,8 @@ private:
   void kick();
   static void on_written(void* self, const boost::system::error_code& ec, std::size_t);
   void fail();
+  void shut_down_transport();
+  static void on_shut_down(void* self, const boost::system::error_code& ec, std::size_t);
 
   std::shared_ptr<server_impl> server_;
   std::unique_ptr<transport> transport_;
@@ -75,6 +80,8 @@ private:
   bool closed_ = false;
   bool paused_ = false;  // a request waits for room
   bool close_after_hello_ = false;
+  bool transport_closed_ = false;
+  bool graceful_ = false; // close_gracefully(): shut down once the writer is idle
 
   friend class server_impl;
 };

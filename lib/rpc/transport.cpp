@@ -1,5 +1,6 @@
 #include "rpc/transport.hpp"
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
@@ -26,6 +27,20 @@ public:
                                                      std::size_t n) {
                               done.fn(done.owner.get(), ec, n);
                             });
+  }
+
+  void shutdown(io_done done) override {
+    if constexpr (std::is_same_v<Stream, boost::asio::ip::tcp::socket>) {
+      boost::system::error_code ec;
+      stream_.shutdown(boost::asio::ip::tcp::socket::shutdown_send, ec);
+      boost::asio::post(stream_.get_executor(), [done = std::move(done), ec] {
+        done.fn(done.owner.get(), ec, 0);
+      });
+    } else {
+      stream_.async_shutdown([done = std::move(done)](const boost::system::error_code& ec) {
+        done.fn(done.owner.get(), ec, 0);
+      });
+    }
   }
 
   void close() noexcept override {

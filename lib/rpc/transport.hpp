@@ -31,6 +31,10 @@ public:
   virtual void write(std::span<const boost::asio::const_buffer> buffers, io_done done) = 0;
   /// Reads exactly `buffer.size()` bytes.
   virtual void read(boost::asio::mutable_buffer buffer, io_done done) = 0;
+  /// Ends this side's writing gracefully: the peer reads every byte written, then its
+  /// end (TCP: a FIN; a stream: its async_shutdown, which completes once the peer's
+  /// transport has the end).
+  virtual void shutdown(io_done done) = 0;
   /// Closes the stream: pending operations complete (with an error) soon.
   virtual void close() noexcept = 0;
 };

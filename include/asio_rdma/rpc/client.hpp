@@ -10,6 +10,7 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/deferred.hpp>
+#include <boost/asio/ip/tcp.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +70,13 @@ public:
   /// call. Throws boost::system::system_error: errc::bad_endpoint for a malformed url,
   /// asio_rdma::errc::invalid_option for invalid options.
   client(const executor_type& ex, std::string_view url, const client_options& options = {});
+  /// A client over an established stream (made by the program: over a connection it
+  /// accepted or connected out of band) or TCP socket: the hello is exchanged at once, calls
+  /// made meanwhile wait. Its executor is the stream's. It is never reconnected: once the
+  /// connection fails, calls fail with errc::unavailable. Throws as above for invalid
+  /// options.
+  explicit client(asio_rdma::stream established, const client_options& options = {});
+  explicit client(boost::asio::ip::tcp::socket established, const client_options& options = {});
   client(client&&) noexcept;
   client& operator=(client&&) noexcept;
   ~client();

@@ -1,0 +1,115 @@
+// rdma_bench --op rpc (rpc_calls.hpp).
+#include "rpc_calls.hpp"
+
+#include "measurement.hpp"
+#include "results.hpp"
+#include "sweep.hpp"
+
+#include <asio_rdma/asio_rdma.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <infiniband/verbs.h>
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+namespace rdma_bench::rpc_calls {
+
+namespace asio = boost::asio;
+namespace rpc = asio_rdma::rpc;
+using asio::awaitable;
+using clock = measurement::clock;
+
+namespace {
+
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+asio_rdma::connection_options options_for(const test_parameters& t) {
+  auto o = asio_rdma::stream_connection_options();
+  o.max_inline_data = t.inline_size;
+  o.timeout = std::chrono::seconds(30);
+  o.completion_mode = completion_of(t);
+  return o;
+}
+
+awaitable<void> caller(rpc::client& c, measurement& m, std::size_t size, bool& failed,
+                       std::string& why) {
+  std::vector<std::byte> request(size, std::byte{0x5a});
+  while (!m.done() && !failed) {
+    const auto start = clock::now();
+    auto [ec, reply] = co_await c.async_call("echo", asio::buffer(request), tuple_awaitable);
+    const auto end = clock::now();
+    if (ec || reply.size() != size) {
+      failed = true;
+      why = ec ? ec.message() : "a reply of " + std::to_string(reply.size()) + " bytes";
+      co_return;
+    }
+    m.sample(std::chrono::duration<double, std::micro>(end - start).count());
+    m.completed(1, end);
+  }
+}
+
+awaitable<result> run_size(const settings& s, std::size_t size, std::string& device) {
+  auto ex = co_await asio::this_coro::executor;
+  const test_parameters t = parameters_for(s, size);
+  auto options = options_for(t);
+  options.timeout = s.connect_timeout;
+  options.keepalive_interval = s.keepalive_interval;
+  auto encoded = encode(t);
+  options.private_data.assign(encoded.begin(), encoded.end());
+  auto conn = co_await asio_rdma::async_connect(ex, s.host, s.port, options, asio::use_awaitable);
+  auto* qp = conn.native_queue_pair();
+  device = qp ? ::ibv_get_device_name(qp->context->device) : "?";
+  rpc::client client(asio_rdma::stream(std::move(conn)));
+
+  measurement m(s, size);
+  m.begin();
+  bool failed = false;
+  std::string why;
+  const std::uint32_t callers = s.mode == test_mode::latency ? 1 : s.depth;
+  std::uint32_t running = callers;
+  asio::steady_timer all_done(ex, clock::time_point::max());
+  for (std::uint32_t i = 0; i < callers; ++i)
+    asio::co_spawn(ex, caller(client, m, size, failed, why), [&](std::exception_ptr) {
+      if (--running == 0)
+        all_done.cancel();
+    });
+  co_await all_done.async_wait(tuple_awaitable);
+  if (failed)
+    throw std::runtime_error("rpc: a call failed: " + why);
+  result r = m.take();
+  if (s.mode == test_mode::latency)
+    for (auto& us : r.latencies_us)
+      us /= 2; // one way, as the ping-pongs report
+  co_return r;
+}
+
+} // namespace
+
+awaitable<void> serve(asio_rdma::connection_request request, test_parameters t) {
+  auto conn = co_await request.async_accept(options_for(t), asio::use_awaitable);
+  // Not `server(co_await ...)`: GCC 12 destroys the default options argument of a call
+  // with a co_await in it twice.
+  const auto ex = co_await asio::this_coro::executor;
+  rpc::server server(ex);
+  server.add_method("echo", [](std::span<const std::byte> r, rpc::call_context&)
+                                -> awaitable<std::vector<std::byte>> {
+    co_return std::vector<std::byte>(r.begin(), r.end());
+  });
+  server.serve(asio_rdma::stream(std::move(conn)));
+  // Until the client has gone.
+  asio::steady_timer poll(ex);
+  while (server.connections() != 0) {
+    poll.expires_after(std::chrono::milliseconds(100));
+    co_await poll.async_wait(tuple_awaitable);
+  }
+}
+
+awaitable<int> run_client(const settings& s) { return run_sweep(s, run_size); }
+
+} // namespace rdma_bench::rpc_calls
