@@ -40,6 +40,8 @@ PACKAGES=(
   # the sanitizer and fuzzing stage (scripts/test_sanitized.sh); llvm-16 for llvm-symbolizer
   clang-16 libclang-rt-16-dev libfuzzer-16-dev llvm-16
   libssl-dev
+  # Protocol Buffers messages as typed RPC calls (include/asio_rdma/rpc/protobuf_codec.hpp)
+  libprotobuf-dev protobuf-compiler
 )
 
 log() { printf 'setup.sh: %s\n' "$*" >&2; }

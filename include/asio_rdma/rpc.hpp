@@ -9,6 +9,9 @@
 //
 //   asio_rdma::rpc::client c(ex, "rdma://192.0.2.1:7000");
 //   auto reply = co_await c.async_call("echo", asio::buffer(request));
+//
+// Typed calls: <asio_rdma/rpc/typed.hpp> (included); Protocol Buffers messages:
+// <asio_rdma/rpc/protobuf_codec.hpp> (not included here: it needs libprotobuf).
 #pragma once
 
 #include <asio_rdma/rpc/client.hpp>
@@ -16,3 +19,4 @@
 #include <asio_rdma/rpc/method_id.hpp>
 #include <asio_rdma/rpc/options.hpp>
 #include <asio_rdma/rpc/server.hpp>
+#include <asio_rdma/rpc/typed.hpp>

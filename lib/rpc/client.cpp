@@ -115,6 +115,12 @@ client::client(boost::asio::ip::tcp::socket established, const client_options& o
   impl_ = adopting(ex_, std::move(established), options);
 }
 
+client::client(const executor_type& ex, std::string_view url)
+    : client(ex, url, client_options()) {}
+client::client(asio_rdma::stream established) : client(std::move(established), client_options()) {}
+client::client(boost::asio::ip::tcp::socket established)
+    : client(std::move(established), client_options()) {}
+
 client::client(client&&) noexcept = default;
 client& client::operator=(client&&) noexcept = default;
 client::~client() = default;

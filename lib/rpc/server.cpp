@@ -214,6 +214,8 @@ server::server(const executor_type& ex, const server_options& options) : ex_(ex)
   impl_ = std::make_shared<detail::server_impl>(ex, options);
 }
 
+server::server(const executor_type& ex) : server(ex, server_options()) {}
+
 server::server(server&&) noexcept = default;
 server& server::operator=(server&& other) noexcept {
   if (impl_)

@@ -89,6 +89,18 @@ http_file_server)
   fi
   grep -qF "404" "$tmp/404.log" || { cat "$tmp/404.log"; fail "no 404 for a missing file"; }
   ;;
+rpc_kv)
+  # The same service over RDMA and over TCP (the endpoint is the only difference).
+  for url in "rdma://$addr:7611" "tcp://$addr:7612"; do
+    start_server "serving" "$dir/rpc_kv" server "$url"
+    out=$("$dir/rpc_kv" client "$url" 8 2>&1) || fail "the client failed over $url: $out"
+    echo "$url: $out"
+    [[ $out == "101 values read back, 0 wrong, the 8 MiB one included; a missing key not found" ]] ||
+      fail "unexpected output over $url: $out"
+    kill -TERM "$server_pid" && wait "$server_pid" || fail "the server did not drain and exit 0"
+    server_pid=
+  done
+  ;;
 tls_echo)
   # A certificate for "tls-echo", made now, and another one the server does not have.
   for name in server other; do

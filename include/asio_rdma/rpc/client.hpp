@@ -69,14 +69,21 @@ public:
   /// A client of `url` ("rdma://host:port" or "tcp://host:port"). Connects at the first
   /// call. Throws boost::system::system_error: errc::bad_endpoint for a malformed url,
   /// asio_rdma::errc::invalid_option for invalid options.
-  client(const executor_type& ex, std::string_view url, const client_options& options = {});
+  client(const executor_type& ex, std::string_view url, const client_options& options);
+  /// As above with the default options. (An overload, not a default argument: GCC 12
+  /// destroys a default argument twice in a call that has a co_await among its arguments,
+  /// as `client c(co_await asio::this_coro::executor, url)` has.)
+  client(const executor_type& ex, std::string_view url);
   /// A client over an established stream (made by the program: over a connection it
   /// accepted or connected out of band) or TCP socket: the hello is exchanged at once, calls
   /// made meanwhile wait. Its executor is the stream's. It is never reconnected: once the
   /// connection fails, calls fail with errc::unavailable. Throws as above for invalid
   /// options.
-  explicit client(asio_rdma::stream established, const client_options& options = {});
-  explicit client(boost::asio::ip::tcp::socket established, const client_options& options = {});
+  client(asio_rdma::stream established, const client_options& options);
+  client(boost::asio::ip::tcp::socket established, const client_options& options);
+  /// As above with the default options.
+  explicit client(asio_rdma::stream established);
+  explicit client(boost::asio::ip::tcp::socket established);
   client(client&&) noexcept;
   client& operator=(client&&) noexcept;
   ~client();

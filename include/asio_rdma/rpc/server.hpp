@@ -94,7 +94,10 @@ public:
 
   /// A server with no methods that listens nowhere yet. Throws system_error
   /// (asio_rdma::errc::invalid_option) for invalid options.
-  explicit server(const executor_type& ex, const server_options& options = {});
+  server(const executor_type& ex, const server_options& options);
+  /// As above with the default options. (An overload, not a default argument: GCC 12
+  /// destroys a default argument twice in a call that has a co_await among its arguments.)
+  explicit server(const executor_type& ex);
   server(server&&) noexcept;
   server& operator=(server&&) noexcept;
   ~server();
