@@ -61,6 +61,11 @@ public:
     asio::post(io_, [done = std::move(done), ec, n] { done.fn(done.owner.get(), ec, n); });
   }
 
+  void shutdown(rpc::detail::io_done done) override {
+    const error_code ec = closed_ ? error_code(asio::error::operation_aborted) : error_code();
+    asio::post(io_, [done = std::move(done), ec] { done.fn(done.owner.get(), ec, 0); });
+  }
+
   void close() noexcept override { closed_ = true; }
 
 private:
