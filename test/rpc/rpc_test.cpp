@@ -355,19 +355,20 @@ BOOST_AUTO_TEST_CASE(drain_finishes_calls_refuses_new_ones_then_closes) {
       co_return std::vector<std::byte>(req.begin(), req.end());
     });
     bool seen = false;
-    s.add_method("stubborn", wait_for_cancel(&seen));
+    // Waits until cancelled: it outlasts the drain's grace, so the drain cancels it.
+    s.add_method("outlasts_grace", wait_for_cancel(&seen));
     rpc::client c(io.get_executor(), listen_here(s));
     int slow_ok = 0;
-    error_code stubborn;
+    error_code outlasting;
     const auto hi = bytes_of("in flight");
     for (int i = 0; i < 4; ++i)
       c.async_call("slow", asio::buffer(hi), [&](error_code ec, std::vector<std::byte> r) {
         slow_ok += !ec && r == hi;
       });
-    bool stubborn_done = false;
-    c.async_call("stubborn", asio::const_buffer(), [&](error_code ec, std::vector<std::byte>) {
-      stubborn = ec;
-      stubborn_done = true;
+    bool outlasting_done = false;
+    c.async_call("outlasts_grace", asio::const_buffer(), [&](error_code ec, std::vector<std::byte>) {
+      outlasting = ec;
+      outlasting_done = true;
     });
     co_await sleep_for(std::chrono::milliseconds(100));
     bool drained = false;
@@ -384,11 +385,11 @@ BOOST_AUTO_TEST_CASE(drain_finishes_calls_refuses_new_ones_then_closes) {
     // The last reply was written before the drain closed its connection gracefully: it
     // reaches the client (a hard close could lose it on RDMA, where a write completes once
     // its bytes are in the send buffer).
-    for (int i = 0; i < 2000 && !stubborn_done; ++i)
+    for (int i = 0; i < 2000 && !outlasting_done; ++i)
       co_await sleep_for(std::chrono::milliseconds(1));
     BOOST_TEST(slow_ok == 4);
     BOOST_TEST(seen);
-    BOOST_TEST(stubborn == rpc::errc::cancelled, stubborn.message());
+    BOOST_TEST(outlasting == rpc::errc::cancelled, outlasting.message());
     BOOST_TEST(took >= std::chrono::milliseconds(900));
     BOOST_TEST(took < std::chrono::seconds(3));
     BOOST_TEST(s.connections() == 0u);
