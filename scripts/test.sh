@@ -29,7 +29,8 @@ status=0
 passed=0
 failed=0
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+failures=$(mktemp) # ctest's list of failed tests, per stage, repeated at the end
+trap 'rm -f "$log" "$failures"' EXIT
 run() { # label, command...
   local label=$1 t0=$SECONDS
   shift
@@ -38,6 +39,8 @@ run() { # label, command...
     echo "=== $label: FAILED"
     status=1
   fi
+  # CI keeps only the end of a long log: name what failed where it is kept.
+  grep -E '^\s+[0-9]+ - \S+ \(' "$log" | sed "s/^/$label: /" >> "$failures" || true
   echo "=== $label: $((SECONDS - t0)) s"
   # Add up ctest's "N% tests passed, F tests failed out of T".
   local line
@@ -73,6 +76,7 @@ if [[ $status -eq 0 && $failed -eq 0 ]]; then
   echo "=== all test groups passed"
 else
   echo "=== some test group FAILED"
+  cat "$failures"
   status=1
 fi
 echo "$passed passed, $failed failed"

@@ -1,5 +1,6 @@
-// rpc::client: the channel (lazy connect, backoff after a failure) over client_connection.
-#include "rpc/client_connection.hpp"
+// rpc::client and its state, client_impl: the channel (lazy connect, backoff after a
+// failure) over client_connection.
+#include "rpc/client_impl.hpp"
 
 #include <asio_rdma/rpc/client.hpp>
 
@@ -16,63 +17,54 @@ namespace asio = boost::asio;
 using asio_rdma::detail::from;
 using boost::system::error_code;
 
-class client_impl final : public client_connection::observer {
-public:
-  client_impl(const asio::any_io_executor& ex, std::optional<endpoint> ep,
-              const client_options& options)
-      : ex_(ex), endpoint_(std::move(ep)), options_(options),
-        backoff_(options.reconnect_backoff) {}
+client_impl::client_impl(const asio::any_io_executor& ex, std::optional<endpoint> ep,
+                         const client_options& options)
+    : ex_(ex), endpoint_(std::move(ep)), options_(options), backoff_(options.reconnect_backoff) {}
 
-  /// A client of one established stream or socket: never reconnected.
-  template <typename Stream> void adopt(Stream s) {
+client_impl::~client_impl() { close(); }
+
+void client_impl::call(std::uint32_t method, asio::const_buffer request, const call_options& o,
+                       reply_operation&& op) {
+  const auto deadline = o.deadline.count() > 0 ? o.deadline : options_.default_deadline;
+  if (!o.idempotent || options_.retry.max_attempts < 2)
+    return attempt(method, request, deadline, std::move(op));
+  auto r = std::make_shared<retrying_call>(*this, method, request, deadline, std::move(op));
+  retrying_.push_back(*r);
+  r->start();
+}
+
+void client_impl::attempt(std::uint32_t method, asio::const_buffer request,
+                          std::chrono::milliseconds deadline, reply_operation&& op) {
+  if (!conn_) {
+    if (std::chrono::steady_clock::now() < retry_at_ || !endpoint_)
+      return op.complete(ex_, from::user_call, make_error_code(errc::unavailable),
+                         std::vector<std::byte>());
     conn_ = std::make_shared<client_connection>(ex_, options_, this);
-    conn_->establish(std::move(s));
+    conn_->establish(*endpoint_);
   }
-  ~client_impl() { close(); }
+  conn_->call(method, request, deadline, std::move(op));
+}
 
-  void call(std::uint32_t method, asio::const_buffer request, const call_options& o,
-            reply_operation&& op) {
-    const auto now = std::chrono::steady_clock::now();
-    if (!conn_) {
-      if (now < retry_at_ || !endpoint_)
-        return op.complete(ex_, from::user_call, make_error_code(errc::unavailable),
-                           std::vector<std::byte>());
-      conn_ = std::make_shared<client_connection>(ex_, options_, this);
-      conn_->establish(*endpoint_);
-    }
-    conn_->call(method, request, o.deadline.count() > 0 ? o.deadline : options_.default_deadline,
-                std::move(op));
+void client_impl::close() noexcept {
+  // Calls between attempts end now; those in an attempt end with the connection.
+  retrying_.clear_and_dispose([](retrying_call* r) { r->abandon(); });
+  if (auto c = std::move(conn_)) {
+    c->detach();
+    c->close(asio::error::operation_aborted, from::user_call);
   }
+}
 
-  void close() noexcept {
-    if (auto c = std::move(conn_)) {
-      c->detach();
-      c->close(asio::error::operation_aborted, from::user_call);
-    }
-  }
+void client_impl::connection_up(client_connection&) { backoff_ = options_.reconnect_backoff; }
 
-  bool connected() const noexcept { return conn_ && conn_->up(); }
-
-  void connection_up(client_connection&) override { backoff_ = options_.reconnect_backoff; }
-
-  void connection_failed(client_connection& c, const error_code&) override {
-    if (conn_.get() != &c)
-      return;
-    conn_.reset();
-    if (!endpoint_)
-      return; // nowhere to reconnect to: calls fail with errc::unavailable from now on
-    retry_at_ = std::chrono::steady_clock::now() + backoff_;
-    backoff_ = std::min(backoff_ * 2, options_.max_reconnect_backoff);
-  }
-
-private:
-  asio::any_io_executor ex_;
-  std::optional<endpoint> endpoint_;
-  client_options options_;
-  std::shared_ptr<client_connection> conn_;
-  std::chrono::steady_clock::time_point retry_at_{};
-  std::chrono::milliseconds backoff_;
-};
+void client_impl::connection_failed(client_connection& c, const error_code&) {
+  if (conn_.get() != &c)
+    return;
+  conn_.reset();
+  if (!endpoint_)
+    return; // nowhere to reconnect to: calls fail with errc::unavailable from now on
+  retry_at_ = std::chrono::steady_clock::now() + backoff_;
+  backoff_ = std::min(backoff_ * 2, options_.max_reconnect_backoff);
+}
 
 void start_call(client_impl* impl, std::uint32_t method, asio::const_buffer request,
                 const call_options& options, reply_operation&& op) {

@@ -85,6 +85,8 @@ const char* client_options::invalid() const noexcept {
     return "reconnect_backoff must be 0..max_reconnect_backoff";
   if (max_response_size == 0 || max_response_size > 0xffffffffu)
     return "max_response_size must be 1 B..4 GiB";
+  if (retry.max_attempts == 0 || retry.backoff.count() < 0)
+    return "retry.max_attempts must be positive and retry.backoff not negative";
   return check_rdma(rdma_connection, rdma_stream);
 }
 

@@ -522,6 +522,153 @@ BOOST_AUTO_TEST_CASE(hostile_clients_lose_their_connection_others_are_served) {
   });
 }
 
+BOOST_AUTO_TEST_CASE(an_idempotent_call_is_retried_across_a_server_restart_others_are_not) {
+  run(io, [&]() -> asio::awaitable<void> {
+    auto s = std::make_unique<rpc::server>(io.get_executor());
+    bool seen = false;
+    s->add_method("get", wait_for_cancel(&seen)); // the first server never answers
+    const std::string url = listen_here(*s);
+    rpc::client_options co;
+    co.reconnect_backoff = std::chrono::milliseconds(200);
+    co.retry.backoff = std::chrono::milliseconds(20);
+    rpc::client c(io.get_executor(), url, co);
+    const auto key = bytes_of("key");
+    rpc::call_options idempotent;
+    idempotent.idempotent = true;
+    error_code once_ec, retried_ec;
+    std::vector<std::byte> retried_reply;
+    bool once_done = false, retried_done = false;
+    c.async_call("get", asio::buffer(key), idempotent,
+                 [&](error_code ec, std::vector<std::byte> r) {
+                   retried_ec = ec;
+                   retried_reply = std::move(r);
+                   retried_done = true;
+                 });
+    c.async_call("get", asio::buffer(key), [&](error_code ec, std::vector<std::byte>) {
+      once_ec = ec;
+      once_done = true;
+    });
+    co_await sleep_for(std::chrono::milliseconds(200));
+    BOOST_TEST(s->calls_in_flight() == 2u);
+    s.reset(); // the server goes, with both calls; another takes its place
+    rpc::server again(io.get_executor());
+    int served = 0;
+    again.add_method("get", [&](std::span<const std::byte> req, rpc::call_context&)
+                                -> asio::awaitable<std::vector<std::byte>> {
+      ++served;
+      co_return std::vector<std::byte>(req.begin(), req.end());
+    });
+    again.listen(url);
+    co_await wait_until(once_done);
+    co_await wait_until(retried_done);
+    BOOST_TEST(once_ec.failed()); // sent once, failed with the connection
+    BOOST_TEST_MESSAGE("the call not retried failed with: " << once_ec.message());
+    BOOST_TEST(!retried_ec, retried_ec.message());
+    BOOST_TEST(retried_reply == key);
+    BOOST_TEST(served == 1);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(retries_are_bounded_by_attempts_and_the_deadline) {
+  run(io, [&]() -> asio::awaitable<void> {
+    std::string url;
+    {
+      rpc::server s(io.get_executor());
+      url = listen_here(s); // nobody listens there once `s` is gone
+    }
+    rpc::client_options co;
+    co.reconnect_backoff = std::chrono::milliseconds(0);
+    co.retry.max_attempts = 3;
+    co.retry.backoff = std::chrono::milliseconds(150);
+    rpc::client c(io.get_executor(), url, co);
+    rpc::call_options idempotent;
+    idempotent.idempotent = true;
+    auto t = asio::as_tuple(asio::use_awaitable);
+    // Three attempts: 150 ms, then 300 ms between them.
+    auto start = std::chrono::steady_clock::now();
+    auto [e1, r1] = co_await c.async_call("echo", asio::const_buffer(), idempotent, t);
+    auto took = std::chrono::steady_clock::now() - start;
+    BOOST_TEST(e1.failed());
+    BOOST_TEST(e1 != rpc::errc::deadline_exceeded);
+    BOOST_TEST_MESSAGE("three attempts failed with: " << e1.message());
+    BOOST_TEST(took >= std::chrono::milliseconds(450));
+    BOOST_TEST(took < std::chrono::seconds(4));
+    // The deadline ends them sooner: no attempt starts that could not finish by it.
+    co.retry.max_attempts = 100;
+    rpc::client d(io.get_executor(), url, co);
+    idempotent.deadline = std::chrono::milliseconds(400);
+    start = std::chrono::steady_clock::now();
+    auto [e2, r2] = co_await d.async_call("echo", asio::const_buffer(), idempotent, t);
+    took = std::chrono::steady_clock::now() - start;
+    BOOST_TEST(e2.failed());
+    BOOST_TEST(took < std::chrono::milliseconds(400));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(an_idempotent_call_the_server_answers_is_not_retried) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    int runs = 0;
+    s.add_method("fails", [&](std::span<const std::byte>, rpc::call_context&)
+                              -> asio::awaitable<std::vector<std::byte>> {
+      ++runs;
+      throw std::runtime_error("no such key");
+      co_return std::vector<std::byte>();
+    });
+    rpc::client c(io.get_executor(), listen_here(s));
+    rpc::call_options idempotent;
+    idempotent.idempotent = true;
+    auto [ec, r] = co_await c.async_call("fails", asio::const_buffer(), idempotent,
+                                         asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(ec == rpc::errc::handler_failed);
+    BOOST_TEST(rpc::message_of(r) == "no such key");
+    auto [e2, r2] = co_await c.async_call("missing", asio::const_buffer(), idempotent,
+                                          asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(e2 == rpc::errc::unknown_method);
+    BOOST_TEST(runs == 1);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_call_waiting_to_be_retried_ends_when_cancelled_or_closed) {
+  run(io, [&]() -> asio::awaitable<void> {
+    std::string url;
+    {
+      rpc::server s(io.get_executor());
+      url = listen_here(s);
+    }
+    rpc::client_options co;
+    co.retry.backoff = std::chrono::seconds(5);
+    auto c = std::make_unique<rpc::client>(io.get_executor(), url, co);
+    rpc::call_options idempotent;
+    idempotent.idempotent = true;
+    asio::cancellation_signal cancel;
+    error_code cancelled_ec, closed_ec;
+    bool cancelled_done = false, closed_done = false;
+    c->async_call("echo", asio::const_buffer(), idempotent,
+                  asio::bind_cancellation_slot(cancel.slot(),
+                                               [&](error_code ec, std::vector<std::byte>) {
+                                                 cancelled_ec = ec;
+                                                 cancelled_done = true;
+                                               }));
+    c->async_call("echo", asio::const_buffer(), idempotent,
+                  [&](error_code ec, std::vector<std::byte>) {
+                    closed_ec = ec;
+                    closed_done = true;
+                  });
+    co_await sleep_for(std::chrono::milliseconds(500)); // both failed once and wait 5 s
+    BOOST_TEST(!cancelled_done);
+    BOOST_TEST(!closed_done);
+    auto start = std::chrono::steady_clock::now();
+    cancel.emit(asio::cancellation_type::terminal);
+    co_await wait_until(cancelled_done);
+    BOOST_TEST(cancelled_ec == asio::error::operation_aborted);
+    c.reset();
+    co_await wait_until(closed_done);
+    BOOST_TEST(closed_ec == asio::error::operation_aborted);
+    BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(1)));
+  });
+}
+
 BOOST_AUTO_TEST_CASE(a_client_over_an_established_connection) {
   run(io, [&]() -> asio::awaitable<void> {
     rpc::server s(io.get_executor());
@@ -546,6 +693,10 @@ BOOST_AUTO_TEST_CASE(bad_endpoints_and_options_are_refused) {
   BOOST_CHECK_THROW(rpc::client(io.get_executor(), "tcp://x"), boost::system::system_error);
   rpc::client_options co;
   co.default_deadline = std::chrono::milliseconds(0);
+  BOOST_CHECK_THROW(rpc::client(io.get_executor(), "tcp://127.0.0.1:1", co),
+                    boost::system::system_error);
+  co = {};
+  co.retry.max_attempts = 0;
   BOOST_CHECK_THROW(rpc::client(io.get_executor(), "tcp://127.0.0.1:1", co),
                     boost::system::system_error);
   rpc::server s(io.get_executor());

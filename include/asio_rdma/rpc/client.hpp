@@ -56,7 +56,9 @@ public:
 /// timed_out if it could not be established within connect_timeout); during the
 /// reconnect backoff that follows (client_options) calls fail at once with
 /// errc::unavailable; the first call after it connects again. No call is retried behind
-/// the caller's back.
+/// the caller's back: only a call marked idempotent (call_options::idempotent) is sent
+/// again after a failure that says nothing of the server's answer, as
+/// client_options::retry says, within its deadline.
 ///
 /// Thread safety: as an Asio socket: one object, one thread (or strand) at a time. The
 /// handlers of calls run on their associated executor (default: the client's).
@@ -101,7 +103,8 @@ public:
   /// the call is cancelled or the client closed.
   ///
   /// `request` must stay valid until the handler runs (the call never completes while
-  /// its request is being written). Deadline: options.deadline, or the client's default.
+  /// its request is being written). Deadline: options.deadline, or the client's default;
+  /// it bounds every attempt of a call that options.idempotent lets the client retry.
   /// Cancellation (any type, through the handler's slot): the call completes with
   /// operation_aborted at once, or once its request is written if that is under way; a
   /// server that has the request is told, and its handler is cancelled. A reply that

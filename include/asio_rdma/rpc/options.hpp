@@ -32,6 +32,22 @@ struct endpoint {
   static std::optional<endpoint> parse(std::string_view url);
 };
 
+/// When a call marked idempotent (call_options::idempotent) is made again after it failed.
+/// Only failures that say nothing of the server's answer are retried: the connection lost
+/// or not established (the transport's error), errc::unavailable (the channel's backoff;
+/// the retry waits for its end) and errc::server_draining. A reply, any other error the
+/// server sends, deadline_exceeded, request_too_large, response_too_large and the
+/// caller's cancellation end the call at once. The call's deadline counts from its first
+/// attempt and bounds them all; a call that runs out of attempts, or whose next attempt
+/// could not start before its deadline, fails with the last attempt's error.
+struct retry_policy {
+  /// Attempts of an idempotent call in all, the first included (1: never retried).
+  unsigned max_attempts = 3;
+  /// The wait before the first retry, doubled before each next one (and never shorter
+  /// than what is left of the channel's reconnect backoff).
+  std::chrono::milliseconds backoff = std::chrono::milliseconds(50);
+};
+
 /// Options of an rpc::client.
 struct client_options {
   /// The deadline of a call that is given none (call_options): its reply must come within
@@ -51,6 +67,8 @@ struct client_options {
   /// and the stream's ring and send buffer.
   connection_options rdma_connection = stream_connection_options();
   stream_options rdma_stream = {};
+  /// How calls marked idempotent are retried (others never are).
+  retry_policy retry = {};
 
   /// Why these options are invalid, or nullptr.
   const char* invalid() const noexcept;
@@ -78,6 +96,11 @@ struct server_options {
 struct call_options {
   /// The call's deadline from now; zero: client_options::default_deadline.
   std::chrono::milliseconds deadline{0};
+  /// The method may run more than once for this call with the same effect as once (a
+  /// read, a put of a whole value): the client may send it again after a failure, as
+  /// client_options::retry says. Off: a call is sent at most once, never retried.
+  /// (A retried call costs one allocation for its retry state; others cost none.)
+  bool idempotent = false;
 };
 
 } // namespace asio_rdma::rpc

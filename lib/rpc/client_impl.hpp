@@ -1,0 +1,60 @@
+// rpc::client's state: the channel to one endpoint (lazy connect, a backoff after a
+// failure) over client_connection, and the calls waiting to be retried (call_retry.hpp).
+#pragma once
+
+#include "rpc/call_retry.hpp"
+#include "rpc/client_connection.hpp"
+
+#include <asio_rdma/rpc/options.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+namespace asio_rdma::rpc::detail {
+
+class client_impl final : public client_connection::observer {
+public:
+  client_impl(const boost::asio::any_io_executor& ex, std::optional<endpoint> ep,
+              const client_options& options);
+  ~client_impl();
+
+  /// A client of one established stream or socket: never reconnected.
+  template <typename Stream> void adopt(Stream s) {
+    conn_ = std::make_shared<client_connection>(ex_, options_, this);
+    conn_->establish(std::move(s));
+  }
+
+  /// rpc::client::async_call: once, or under the retry policy if it is idempotent.
+  void call(std::uint32_t method, boost::asio::const_buffer request, const call_options& o,
+            reply_operation&& op);
+  /// One attempt of a call, with this deadline from now.
+  void attempt(std::uint32_t method, boost::asio::const_buffer request,
+               std::chrono::milliseconds deadline, reply_operation&& op);
+
+  /// `r` has ended: it is no longer under retry.
+  void forget(retrying_call& r) noexcept { retrying_.erase(retrying_.iterator_to(r)); }
+
+  void close() noexcept;
+  bool connected() const noexcept { return conn_ && conn_->up(); }
+  /// When the channel may connect again (in the past while it may).
+  std::chrono::steady_clock::time_point reconnect_at() const noexcept { return retry_at_; }
+  const boost::asio::any_io_executor& executor() const noexcept { return ex_; }
+  const client_options& options() const noexcept { return options_; }
+
+  void connection_up(client_connection&) override;
+  void connection_failed(client_connection& c, const boost::system::error_code&) override;
+
+private:
+  boost::asio::any_io_executor ex_;
+  std::optional<endpoint> endpoint_;
+  client_options options_;
+  std::shared_ptr<client_connection> conn_;
+  std::chrono::steady_clock::time_point retry_at_{};
+  std::chrono::milliseconds backoff_;
+  retrying_call::list retrying_; // idempotent calls, between and during their attempts
+};
+
+} // namespace asio_rdma::rpc::detail
