@@ -23,7 +23,7 @@ bool worth_retrying(const error_code& ec) noexcept {
 
 retrying_call::retrying_call(client_impl& client, std::uint32_t method,
                              asio::const_buffer request, std::chrono::milliseconds deadline,
-                             reply_operation&& op)
+                             call_completion&& op)
     : client_(&client), ex_(client.executor()), method_(method), request_(request),
       deadline_(steady_clock::now() + deadline),
       max_attempts_(client.options().retry.max_attempts),
@@ -36,7 +36,7 @@ void retrying_call::start() {
     if (in_attempt_)
       return attempt_cancel_.emit(type); // the attempt ends with operation_aborted
     wait_.cancel();
-    finish(asio::error::operation_aborted, {}, from::user_call);
+    finish(asio::error::operation_aborted, {}, 0, from::user_call);
   });
   attempt();
 }
@@ -45,27 +45,41 @@ void retrying_call::attempt() {
   ++attempts_;
   in_attempt_ = true;
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - steady_clock::now());
-  client_->attempt(method_, request_, std::max(left, std::chrono::milliseconds(1)),
-                   reply_operation(asio::bind_cancellation_slot(
-                                       attempt_cancel_.slot(),
-                                       [self = shared_from_this()](error_code ec,
-                                                                   std::vector<std::byte> reply) {
-                                         self->attempt_done(ec, std::move(reply));
-                                       }),
-                                   ex_));
+  const auto deadline = std::max(left, std::chrono::milliseconds(1));
+  // The attempt completes as the caller's call does: with a vector, or into its buffer.
+  auto self = shared_from_this();
+  if (op_.in_callers_buffer())
+    client_->attempt(method_, request_, deadline,
+                     call_completion(sized_reply_operation(
+                                         asio::bind_cancellation_slot(
+                                             attempt_cancel_.slot(),
+                                             [self](error_code ec, std::size_t length) {
+                                               self->attempt_done(ec, {}, length);
+                                             }),
+                                         ex_),
+                                     op_.into()));
+  else
+    client_->attempt(method_, request_, deadline,
+                     reply_operation(asio::bind_cancellation_slot(
+                                         attempt_cancel_.slot(),
+                                         [self](error_code ec, std::vector<std::byte> reply) {
+                                           self->attempt_done(ec, std::move(reply), 0);
+                                         }),
+                                     ex_));
 }
 
-void retrying_call::attempt_done(const error_code& ec, std::vector<std::byte> reply) {
+void retrying_call::attempt_done(const error_code& ec, std::vector<std::byte> reply,
+                                 std::size_t length) {
   in_attempt_ = false;
   if (!op_)
     return;
   if (!client_ || !worth_retrying(ec) || attempts_ >= max_attempts_)
-    return finish(ec, std::move(reply), from::completion_path);
+    return finish(ec, std::move(reply), length, from::completion_path);
   // After the backoff, and not before the channel may connect again.
   const auto at = std::max(steady_clock::now() + backoff_, client_->reconnect_at());
   backoff_ *= 2;
   if (at >= deadline_)
-    return finish(ec, std::move(reply), from::completion_path);
+    return finish(ec, std::move(reply), length, from::completion_path);
   wait_.expires_at(at);
   wait_.async_wait([self = shared_from_this()](const error_code& e) {
     if (!e && self->op_)
@@ -78,13 +92,14 @@ void retrying_call::abandon() {
   if (in_attempt_)
     return; // the connection's close ends the attempt, then the call
   wait_.cancel();
-  finish(asio::error::operation_aborted, {}, from::user_call);
+  finish(asio::error::operation_aborted, {}, 0, from::user_call);
 }
 
-void retrying_call::finish(const error_code& ec, std::vector<std::byte> reply, from origin) {
+void retrying_call::finish(const error_code& ec, std::vector<std::byte> reply,
+                           std::size_t length, from origin) {
   if (client_)
     client_->forget(*this);
-  op_.complete(ex_, origin, ec, std::move(reply));
+  op_.complete(ex_, origin, ec, std::move(reply), length);
 }
 
 } // namespace asio_rdma::rpc::detail

@@ -30,7 +30,7 @@ public:
   using list = boost::intrusive::list<retrying_call>;
 
   retrying_call(client_impl& client, std::uint32_t method, boost::asio::const_buffer request,
-                std::chrono::milliseconds deadline, reply_operation&& op);
+                std::chrono::milliseconds deadline, call_completion&& op);
 
   /// Makes the first attempt.
   void start();
@@ -40,9 +40,10 @@ public:
 
 private:
   void attempt();
-  void attempt_done(const boost::system::error_code& ec, std::vector<std::byte> reply);
+  void attempt_done(const boost::system::error_code& ec, std::vector<std::byte> reply,
+                    std::size_t length);
   void finish(const boost::system::error_code& ec, std::vector<std::byte> reply,
-              asio_rdma::detail::from origin);
+              std::size_t length, asio_rdma::detail::from origin);
 
   client_impl* client_;
   boost::asio::any_io_executor ex_;
@@ -52,7 +53,7 @@ private:
   unsigned attempts_ = 0;
   unsigned max_attempts_;
   std::chrono::milliseconds backoff_;
-  reply_operation op_;                          // the caller's
+  call_completion op_;                          // the caller's
   boost::asio::cancellation_signal attempt_cancel_; // the attempt running, if any
   boost::asio::steady_timer wait_;              // between attempts
   bool in_attempt_ = false;

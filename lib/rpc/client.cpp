@@ -24,7 +24,7 @@ client_impl::client_impl(const asio::any_io_executor& ex, std::optional<endpoint
 client_impl::~client_impl() { close(); }
 
 void client_impl::call(std::uint32_t method, asio::const_buffer request, const call_options& o,
-                       reply_operation&& op) {
+                       call_completion&& op) {
   const auto deadline = o.deadline.count() > 0 ? o.deadline : options_.default_deadline;
   if (!o.idempotent || options_.retry.max_attempts < 2)
     return attempt(method, request, deadline, std::move(op));
@@ -34,11 +34,10 @@ void client_impl::call(std::uint32_t method, asio::const_buffer request, const c
 }
 
 void client_impl::attempt(std::uint32_t method, asio::const_buffer request,
-                          std::chrono::milliseconds deadline, reply_operation&& op) {
+                          std::chrono::milliseconds deadline, call_completion&& op) {
   if (!conn_) {
     if (std::chrono::steady_clock::now() < retry_at_ || !endpoint_)
-      return op.complete(ex_, from::user_call, make_error_code(errc::unavailable),
-                         std::vector<std::byte>());
+      return op.fail(ex_, from::user_call, make_error_code(errc::unavailable));
     conn_ = std::make_shared<client_connection>(ex_, options_, this);
     conn_->establish(*endpoint_);
   }
@@ -69,6 +68,12 @@ void client_impl::connection_failed(client_connection& c, const error_code&) {
 void start_call(client_impl* impl, std::uint32_t method, asio::const_buffer request,
                 const call_options& options, reply_operation&& op) {
   impl->call(method, request, options, std::move(op));
+}
+
+void start_call(client_impl* impl, std::uint32_t method, asio::const_buffer request,
+                asio::mutable_buffer reply, const call_options& options,
+                sized_reply_operation&& op) {
+  impl->call(method, request, options, call_completion(std::move(op), reply));
 }
 
 } // namespace detail

@@ -129,22 +129,17 @@ void client_connection::established() {
   });
   if (watcher_)
     watcher_->connection_up(*this);
-  read_header();
+  read_more();
   kick();
 }
 
 void client_connection::call(std::uint32_t method, asio::const_buffer request,
-                             std::chrono::milliseconds deadline, reply_operation&& op) {
-  if (failed()) {
-    op.complete(ex_, from::user_call, failed_, std::vector<std::byte>());
-    return;
-  }
+                             std::chrono::milliseconds deadline, call_completion&& op) {
+  if (failed())
+    return op.fail(ex_, from::user_call, failed_);
   if (request.size() > std::numeric_limits<std::uint32_t>::max() ||
-      (up_ && request.size() > server_max_request_)) {
-    op.complete(ex_, from::user_call, make_error_code(errc::request_too_large),
-                std::vector<std::byte>());
-    return;
-  }
+      (up_ && request.size() > server_max_request_))
+    return op.fail(ex_, from::user_call, make_error_code(errc::request_too_large));
   auto [id, c] = calls_.acquire([&] { return call_slot(ex_); });
   c->id = id;
   c->op = std::move(op);
@@ -182,9 +177,11 @@ void client_connection::end_call(std::uint64_t id, const error_code& ec, from or
 
 void client_connection::finish(call_slot& c, const error_code& ec, bool with_response,
                                from origin) {
-  if (c.request_out || writer_.withdraw(c.frame))
+  // While the request is being written from the caller's buffer, or a reply read into
+  // it, the end waits for that.
+  const bool busy = c.reading || (!c.request_out && !writer_.withdraw(c.frame));
+  if (!busy)
     return deliver(c, ec, with_response, origin);
-  // The request is being written from the caller's buffer: the end waits for the write.
   c.held = ec;
   c.held_with_response = with_response;
 }
@@ -193,10 +190,15 @@ void client_connection::deliver(call_slot& c, const error_code& ec, bool with_re
                                 from origin) {
   c.timer.cancel();
   c.held.reset();
-  std::vector<std::byte> bytes;
   if (with_response)
-    bytes.swap(c.response);
-  c.op.complete(ex_, origin, ec, std::move(bytes));
+    c.op.deliver(ex_, origin, ec, c.response, c.reply_length);
+  else
+    c.op.fail(ex_, origin, ec);
+}
+
+void client_connection::deliver_held(call_slot& c) {
+  if (c.held && c.request_out && !c.reading)
+    deliver(c, *c.held, c.held_with_response, from::completion_path);
 }
 
 void client_connection::send_cancel(call_slot& c) {
@@ -251,8 +253,7 @@ void client_connection::on_written(void* p, const error_code& ec, std::size_t) {
     if (call_slot* c = self.calls_.find(f->tag)) {
       if (!c->request_out) {
         c->request_out = true;
-        if (c->held)
-          self.deliver(*c, *c->held, c->held_with_response, from::completion_path);
+        self.deliver_held(*c);
         // Ended (cancelled, deadline) while its request was written: the server has it.
         if (!c->op && !c->answered && !ec)
           self.send_cancel(*c);
@@ -266,76 +267,111 @@ void client_connection::on_written(void* p, const error_code& ec, std::size_t) {
   self.kick();
 }
 
-void client_connection::read_header() {
-  transport_->read(asio::buffer(header_in_), {&on_header, shared_from_this()});
+void client_connection::read_more() {
+  transport_->read_some(reader_.space(), {&on_read, shared_from_this()});
 }
 
-void client_connection::on_header(void* p, const error_code& ec, std::size_t) {
+void client_connection::on_read(void* p, const error_code& ec, std::size_t n) {
   auto& self = *static_cast<client_connection*>(p);
   if (self.failed())
     return;
   if (ec)
-    return self.fail(ec == asio::error::eof ? error_code(asio::error::connection_reset) : ec,
-                     from::completion_path);
-  auto& h = self.header_;
-  if (auto bad = wire::parse(self.header_in_, h))
-    return self.fail(bad, from::completion_path);
-  if (h.kind != wire::frame_kind::reply && h.kind != wire::frame_kind::error)
-    return self.fail(make_error_code(errc::protocol_error), from::completion_path);
-  if (h.kind == wire::frame_kind::error && h.length > max_error_message)
-    return self.fail(make_error_code(errc::protocol_error), from::completion_path);
-  call_slot* c = self.calls_.find(h.call_id);
-  if (!c || c->answered || (c->frame.where == outgoing_frame::place::queued && !c->request_out))
-    return self.discard(h.length); // a call that ended (stale id), or one never sent
+    return self.transport_failed(ec);
+  self.reader_.commit(n);
+  self.take_frames();
+}
+
+// Every frame buffered, then the next read (unless a payload's rest is being read).
+void client_connection::take_frames() {
+  while (!failed()) {
+    discard_left_ -= reader_.skip(discard_left_);
+    if (discard_left_ > 0)
+      break;
+    error_code bad;
+    if (!reader_.next_header(header_, bad))
+      break;
+    if (bad)
+      return fail(bad, from::completion_path);
+    if (!take_frame())
+      return;
+  }
+  if (!failed())
+    read_more();
+}
+
+// The frame whose header was just taken: false while its payload's rest is read.
+bool client_connection::take_frame() {
+  const auto& h = header_;
+  if (h.kind != wire::frame_kind::reply && h.kind != wire::frame_kind::error) {
+    fail(make_error_code(errc::protocol_error), from::completion_path);
+    return true;
+  }
+  if (h.kind == wire::frame_kind::error && h.length > max_error_message) {
+    fail(make_error_code(errc::protocol_error), from::completion_path);
+    return true;
+  }
+  call_slot* c = calls_.find(h.call_id);
+  if (!c || c->answered || (c->frame.where == outgoing_frame::place::queued && !c->request_out)) {
+    discard_left_ = h.length; // a call that ended (stale id), or one never sent
+    return true;
+  }
   c->answered = true;
-  if (h.kind == wire::frame_kind::reply && h.length > self.options_.max_response_size) {
-    if (c->op)
-      self.finish(*c, make_error_code(errc::response_too_large), false, from::completion_path);
-    self.maybe_release(*c);
-    return self.discard(h.length);
+  // A call that has ended (its caller may have reused its buffer) drops its reply.
+  const bool ended = !c->op || c->held;
+  const bool too_large =
+      h.kind == wire::frame_kind::reply && h.length > c->op.room(options_.max_response_size);
+  if (ended || too_large) {
+    if (!ended)
+      finish(*c, make_error_code(errc::response_too_large), false, from::completion_path);
+    maybe_release(*c);
+    discard_left_ = h.length;
+    return true;
+  }
+  // A reply goes where the caller wants it; an error's message into the call's own vector.
+  c->reply_length = h.length;
+  std::span<std::byte> into = h.kind == wire::frame_kind::reply
+                                  ? c->op.destination(h.length, c->response)
+                                  : (c->response.resize(h.length), std::span<std::byte>(c->response));
+  const std::size_t got = reader_.take(into);
+  if (got == h.length) {
+    payload_done(*c);
+    return true;
   }
   c->reading = true;
-  self.reading_id_ = h.call_id;
-  c->response.resize(h.length);
-  self.transport_->read(asio::buffer(c->response), {&on_payload, self.shared_from_this()});
+  reading_id_ = h.call_id;
+  transport_->read(asio::buffer(into.data() + got, h.length - got),
+                   {&on_payload, shared_from_this()});
+  return false;
 }
 
 void client_connection::on_payload(void* p, const error_code& ec, std::size_t) {
   auto& self = *static_cast<client_connection*>(p);
   call_slot* c = self.calls_.find(self.reading_id_);
   c->reading = false;
+  self.deliver_held(*c); // an end that waited for this read
   if (ec || self.failed()) {
     self.maybe_release(*c);
     if (!self.failed())
-      self.fail(ec == asio::error::eof ? error_code(asio::error::connection_reset) : ec,
-                from::completion_path);
+      self.transport_failed(ec);
     return;
   }
-  if (c->op && !c->held) {
-    const bool ok = self.header_.kind == wire::frame_kind::reply;
-    self.finish(*c, ok ? error_code() : wire::error_of(self.header_.word), true,
-                from::completion_path);
+  self.payload_done(*c);
+  self.take_frames();
+}
+
+void client_connection::payload_done(call_slot& c) {
+  if (c.op && !c.held) {
+    const bool ok = header_.kind == wire::frame_kind::reply;
+    finish(c, ok ? error_code() : wire::error_of(header_.word), true, from::completion_path);
   }
-  self.maybe_release(*c);
-  self.read_header();
+  maybe_release(c);
 }
 
-void client_connection::discard(std::size_t bytes) {
-  discard_left_ = bytes;
-  if (bytes == 0)
-    return read_header();
-  const std::size_t n = std::min(bytes, scratch_.size());
-  transport_->read(asio::buffer(scratch_.data(), n), {&on_discarded, shared_from_this()});
-}
-
-void client_connection::on_discarded(void* p, const error_code& ec, std::size_t n) {
-  auto& self = *static_cast<client_connection*>(p);
-  if (self.failed())
-    return;
-  if (ec)
-    return self.fail(ec == asio::error::eof ? error_code(asio::error::connection_reset) : ec,
-                     from::completion_path);
-  self.discard(self.discard_left_ - n);
+// The stream ended or failed under the connection: an end before the server's goodbye is
+// a lost connection.
+void client_connection::transport_failed(const error_code& ec) {
+  fail(ec == asio::error::eof ? error_code(asio::error::connection_reset) : ec,
+       from::completion_path);
 }
 
 } // namespace asio_rdma::rpc::detail

@@ -2,15 +2,18 @@
 // the server's limits), the calls in flight on it (call_table), their frames
 // (frame_writer), the replies read back, deadlines and cancellation.
 //
-// A call's handler never runs while its request may still be written: an end that comes
-// while the request is being written (a cancellation, the deadline, a reply racing the
-// write) is held and delivered when the write completes. A call ended before its reply
+// A call's handler never runs while its request may still be written or its reply read
+// into the caller's memory: an end that comes meanwhile (a cancellation, the deadline, a
+// reply racing the write, the connection's failure) is held and delivered when that
+// write or read completes. A call ended before its reply
 // (cancelled, deadline) that the server has seen is followed by a cancel frame; its slot
 // is reused only once no frame of it is queued or written and no reply is being read into
 // it, and a reply that comes later finds no call (call_table's generations).
 #pragma once
 
+#include "rpc/call_completion.hpp"
 #include "rpc/call_table.hpp"
+#include "rpc/frame_reader.hpp"
 #include "rpc/frame_writer.hpp"
 #include "rpc/transport.hpp"
 
@@ -32,9 +35,6 @@
 #include <vector>
 
 namespace asio_rdma::rpc::detail {
-
-using reply_operation =
-    asio_rdma::detail::pending_operation<void(boost::system::error_code, std::vector<std::byte>)>;
 
 class client_connection : public std::enable_shared_from_this<client_connection> {
 public:
@@ -61,7 +61,7 @@ public:
   void adopt(std::unique_ptr<transport> t, std::size_t server_max_request);
   /// Starts a call: its reply, an error, its deadline or cancellation completes `op`.
   void call(std::uint32_t method, boost::asio::const_buffer request,
-            std::chrono::milliseconds deadline, reply_operation&& op);
+            std::chrono::milliseconds deadline, call_completion&& op);
   /// Fails every call with `why` and closes the transport. The observer is not told.
   void close(const boost::system::error_code& why, asio_rdma::detail::from origin);
   /// The observer is gone: tell it nothing more.
@@ -78,8 +78,10 @@ private:
     bool in_use = false;
     std::uint64_t id = 0;
     outgoing_frame frame;
-    reply_operation op;               // empty once the call's handler has run
-    std::vector<std::byte> response;  // the reply's bytes (an error's message)
+    call_completion op;               // empty once the call's handler has run
+    std::vector<std::byte> response;  // the reply's bytes (not in the caller's buffer), or
+                                      // an error's message
+    std::size_t reply_length = 0;
     boost::asio::steady_timer timer;  // the deadline
     bool request_out = false;         // the request is written
     bool answered = false;            // a reply or error frame came for it
@@ -100,17 +102,20 @@ private:
               asio_rdma::detail::from origin);
   void deliver(call_slot& c, const boost::system::error_code& ec, bool with_response,
                asio_rdma::detail::from origin);
+  void deliver_held(call_slot& c);
   void send_cancel(call_slot& c);
   void maybe_release(call_slot& c);
   void fail(const boost::system::error_code& ec, asio_rdma::detail::from origin);
 
   void kick();
   static void on_written(void* self, const boost::system::error_code& ec, std::size_t);
-  void read_header();
-  static void on_header(void* self, const boost::system::error_code& ec, std::size_t);
+  void read_more();
+  static void on_read(void* self, const boost::system::error_code& ec, std::size_t n);
+  void take_frames();
+  bool take_frame();
   static void on_payload(void* self, const boost::system::error_code& ec, std::size_t);
-  void discard(std::size_t bytes);
-  static void on_discarded(void* self, const boost::system::error_code& ec, std::size_t n);
+  void payload_done(call_slot& c);
+  void transport_failed(const boost::system::error_code& ec);
 
   boost::asio::any_io_executor ex_;
   client_options options_;
@@ -123,12 +128,12 @@ private:
   std::size_t server_max_request_ = 0;
   call_table<call_slot> calls_;
   frame_writer writer_;
-  // Reading: the header, the call whose payload is read, the bytes left to drop.
-  wire::header_bytes header_in_{};
+  // Reading: the frames buffered, the header of the frame taken, the call whose payload's
+  // rest is being read, the bytes of a frame nobody waits for still to drop.
+  frame_reader reader_;
   wire::frame_header header_;
   std::uint64_t reading_id_ = 0;
   std::size_t discard_left_ = 0;
-  std::array<std::byte, 16384> scratch_;
 };
 
 } // namespace asio_rdma::rpc::detail

@@ -29,10 +29,10 @@ public:
 
   /// rpc::client::async_call: once, or under the retry policy if it is idempotent.
   void call(std::uint32_t method, boost::asio::const_buffer request, const call_options& o,
-            reply_operation&& op);
+            call_completion&& op);
   /// One attempt of a call, with this deadline from now.
   void attempt(std::uint32_t method, boost::asio::const_buffer request,
-               std::chrono::milliseconds deadline, reply_operation&& op);
+               std::chrono::milliseconds deadline, call_completion&& op);
 
   /// `r` has ended: it is no longer under retry.
   void forget(retrying_call& r) noexcept { retrying_.erase(retrying_.iterator_to(r)); }

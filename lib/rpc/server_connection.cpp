@@ -52,7 +52,7 @@ server_connection::server_connection(std::shared_ptr<server_impl> server,
     : server_(std::move(server)), transport_(std::move(t)) {}
 
 void server_connection::start() {
-  transport_->read(asio::buffer(header_in_), {&on_hello, shared_from_this()});
+  transport_->read(asio::buffer(hello_in_), {&on_hello, shared_from_this()});
 }
 
 void server_connection::on_hello(void* p, const error_code& ec, std::size_t) {
@@ -62,7 +62,7 @@ void server_connection::on_hello(void* p, const error_code& ec, std::size_t) {
   if (ec)
     return self.fail();
   wire::frame_header h;
-  if (wire::parse(self.header_in_, h) || h.kind != wire::frame_kind::hello)
+  if (wire::parse(self.hello_in_, h) || h.kind != wire::frame_kind::hello)
     return self.fail();
   // Our hello answers either way: a client of another version reads it and gives up.
   self.close_after_hello_ = h.word != wire::version;
@@ -72,37 +72,58 @@ void server_connection::on_hello(void* p, const error_code& ec, std::size_t) {
   self.writer_.push(self.hello_);
   self.kick();
   if (!self.close_after_hello_)
-    self.read_header();
+    self.read_more();
 }
 
-void server_connection::read_header() {
-  transport_->read(asio::buffer(header_in_), {&on_header, shared_from_this()});
+void server_connection::read_more() {
+  transport_->read_some(reader_.space(), {&on_read, shared_from_this()});
 }
 
-void server_connection::on_header(void* p, const error_code& ec, std::size_t) {
+void server_connection::on_read(void* p, const error_code& ec, std::size_t n) {
   auto& self = *static_cast<server_connection*>(p);
   if (self.closed_)
     return;
   if (ec)
     return self.fail();
-  auto& h = self.header_;
-  if (wire::parse(self.header_in_, h))
-    return self.fail();
+  self.reader_.commit(n);
+  self.take_frames();
+}
+
+// Every frame buffered, then the next read; none while a request waits for room or its
+// rest is being read.
+void server_connection::take_frames() {
+  while (!closed_) {
+    error_code bad;
+    if (!reader_.next_header(header_, bad))
+      return read_more();
+    if (bad)
+      return fail();
+    if (!take_frame())
+      return;
+  }
+}
+
+// The frame whose header was just taken: false if the connection stops taking frames
+// (no room, a request's rest being read, a broken frame).
+bool server_connection::take_frame() {
+  const auto& h = header_;
   if (h.kind == wire::frame_kind::cancel) {
-    if (auto it = self.calls_.find(h.call_id); it != self.calls_.end())
-      self.cancel(*it->second, errc::cancelled);
-    return self.read_header();
+    if (auto it = calls_.find(h.call_id); it != calls_.end())
+      cancel(*it->second, errc::cancelled);
+    return true;
   }
-  if (h.kind != wire::frame_kind::request || h.length > self.server_->options().max_request_size ||
-      self.calls_.contains(h.call_id))
-    return self.fail();
-  if (!self.has_room()) {
-    self.paused_ = true;
-    if (!self.server_->has_room())
-      self.server_->wait_for_room(self.shared_from_this());
-    return;
+  if (h.kind != wire::frame_kind::request || h.length > server_->options().max_request_size ||
+      calls_.contains(h.call_id)) {
+    fail();
+    return false;
   }
-  self.take_request();
+  if (!has_room()) {
+    paused_ = true;
+    if (!server_->has_room())
+      server_->wait_for_room(shared_from_this());
+    return false;
+  }
+  return take_request();
 }
 
 bool server_connection::has_room() const noexcept {
@@ -118,25 +139,36 @@ void server_connection::resume() {
     return;
   }
   paused_ = false;
-  take_request();
+  if (take_request())
+    take_frames();
 }
 
-void server_connection::take_request() {
+// The request whose header was just taken: its call, and its payload from what is
+// buffered; false while the payload's rest is being read.
+bool server_connection::take_request() {
   const auto& h = header_;
   const method_entry* m = server_->find_method(h.word);
   const auto deadline = h.deadline_ms == 0 ? std::chrono::steady_clock::time_point::max()
                                            : std::chrono::steady_clock::now() +
                                                  std::chrono::milliseconds(h.deadline_ms);
-  auto c = std::make_unique<call>(server_->executor(), m ? std::string_view(m->name) : "",
-                                  deadline);
-  c->id = h.call_id;
-  c->method = m;
-  c->frame.tag = h.call_id;
-  c->request.resize(h.length);
-  reading_ = c.get();
-  calls_.emplace(h.call_id, std::move(c));
+  auto owned = std::make_unique<call>(server_->executor(), m ? std::string_view(m->name) : "",
+                                      deadline);
+  call& c = *owned;
+  c.id = h.call_id;
+  c.method = m;
+  c.frame.tag = h.call_id;
+  c.request.resize(h.length);
+  calls_.emplace(h.call_id, std::move(owned));
   server_->call_started();
-  transport_->read(asio::buffer(reading_->request), {&on_request, shared_from_this()});
+  const std::size_t got = reader_.take(c.request);
+  if (got == h.length) {
+    request_done(c);
+    return true;
+  }
+  reading_ = &c;
+  transport_->read(asio::buffer(c.request.data() + got, h.length - got),
+                   {&on_request, shared_from_this()});
+  return false;
 }
 
 void server_connection::on_request(void* p, const error_code& ec, std::size_t) {
@@ -148,13 +180,17 @@ void server_connection::on_request(void* p, const error_code& ec, std::size_t) {
     self.drop(c);
     return self.fail();
   }
-  if (self.server_->draining())
-    self.send(c, wire::frame_kind::error, static_cast<std::uint32_t>(errc::server_draining));
+  self.request_done(c);
+  self.take_frames();
+}
+
+void server_connection::request_done(call& c) {
+  if (server_->draining())
+    send(c, wire::frame_kind::error, static_cast<std::uint32_t>(errc::server_draining));
   else if (!c.method)
-    self.send(c, wire::frame_kind::error, static_cast<std::uint32_t>(errc::unknown_method));
+    send(c, wire::frame_kind::error, static_cast<std::uint32_t>(errc::unknown_method));
   else
-    self.run(c);
-  self.read_header();
+    run(c);
 }
 
 void server_connection::run(call& c) {

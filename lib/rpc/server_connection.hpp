@@ -5,6 +5,7 @@
 // max_calls_per_connection requests and replies of its own.
 #pragma once
 
+#include "rpc/frame_reader.hpp"
 #include "rpc/frame_writer.hpp"
 #include "rpc/server_impl.hpp"
 #include "rpc/transport.hpp"
@@ -53,11 +54,14 @@ private:
   };
 
   static void on_hello(void* self, const boost::system::error_code& ec, std::size_t);
-  void read_header();
-  static void on_header(void* self, const boost::system::error_code& ec, std::size_t);
+  void read_more();
+  static void on_read(void* self, const boost::system::error_code& ec, std::size_t n);
+  void take_frames();
+  bool take_frame();
   bool has_room() const noexcept;
-  void take_request();
+  bool take_request();
   static void on_request(void* self, const boost::system::error_code& ec, std::size_t);
+  void request_done(call& c);
   void run(call& c);
   void handler_done(call& c, std::uint32_t status, std::string_view message);
   void cancel(call& c, errc reason);
@@ -73,12 +77,13 @@ private:
   std::unique_ptr<transport> transport_;
   frame_writer writer_;
   boost::unordered_flat_map<std::uint64_t, std::unique_ptr<call>> calls_;
-  wire::header_bytes header_in_{};
-  wire::frame_header header_;
-  call* reading_ = nullptr;
+  wire::header_bytes hello_in_{};
+  frame_reader reader_;       // the frames read, not yet taken
+  wire::frame_header header_; // the frame taken (a request waiting for room keeps it)
+  call* reading_ = nullptr;   // the call whose request's rest is being read
   outgoing_frame hello_;
   bool closed_ = false;
-  bool paused_ = false;  // a request waits for room
+  bool paused_ = false;  // a request waits for room: nothing is read meanwhile
   bool close_after_hello_ = false;
   bool transport_closed_ = false;
   bool graceful_ = false; // close_gracefully(): shut down once the writer is idle

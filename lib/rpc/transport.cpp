@@ -29,6 +29,13 @@ public:
                             });
   }
 
+  void read_some(boost::asio::mutable_buffer buffer, io_done done) override {
+    stream_.async_read_some(buffer, [done = std::move(done)](const boost::system::error_code& ec,
+                                                             std::size_t n) {
+      done.fn(done.owner.get(), ec, n);
+    });
+  }
+
   void shutdown(io_done done) override {
     if constexpr (std::is_same_v<Stream, boost::asio::ip::tcp::socket>) {
       boost::system::error_code ec;

@@ -1,5 +1,5 @@
 // What the RPC layer needs of a byte stream, type-erased once per connection (not per
-// operation): write all of a buffer sequence, read exactly a buffer, close. Made for
+// operation): write all of a buffer sequence, read some bytes or exactly a buffer, close. Made for
 // asio_rdma::stream and asio::ip::tcp::socket (transport.cpp). Each completion calls a
 // plain function with its owner, which `owner` keeps alive until then: no std::function
 // and, with Asio's recycled handler memory, no allocation per operation.
@@ -31,6 +31,8 @@ public:
   virtual void write(std::span<const boost::asio::const_buffer> buffers, io_done done) = 0;
   /// Reads exactly `buffer.size()` bytes.
   virtual void read(boost::asio::mutable_buffer buffer, io_done done) = 0;
+  /// Reads at least one byte into `buffer`, as many as the stream has at hand.
+  virtual void read_some(boost::asio::mutable_buffer buffer, io_done done) = 0;
   /// Ends this side's writing gracefully: the peer reads every byte written, then its
   /// end (TCP: a FIN; a stream: its async_shutdown, which completes once the peer's
   /// transport has the end).

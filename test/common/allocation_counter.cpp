@@ -14,6 +14,7 @@ namespace {
 std::atomic<std::size_t> counted{0};
 std::atomic<int> scopes{0};
 thread_local bool tracing = false;
+thread_local std::size_t counted_here = 0;
 
 // With ASIO_RDMA_TEST_TRACE_ALLOCATIONS set, each counted allocation prints its stack to
 // stderr (run the binary under llvm-symbolizer or addr2line to read it): how to find
@@ -22,6 +23,7 @@ void count() {
   if (scopes.load(std::memory_order_relaxed) == 0)
     return;
   counted.fetch_add(1, std::memory_order_relaxed);
+  ++counted_here;
   static const bool trace = std::getenv("ASIO_RDMA_TEST_TRACE_ALLOCATIONS") != nullptr;
   if (trace && !tracing) {
     tracing = true; // backtrace() may allocate on its first call
@@ -56,7 +58,11 @@ std::size_t allocations() noexcept {
   return counted.load(std::memory_order_relaxed);
 }
 
-counting_scope::counting_scope() noexcept : start_(allocations()) {
+std::size_t thread_allocations() noexcept { return counted_here; }
+
+counting_scope::counting_scope(counted_threads which) noexcept
+    : which_(which),
+      start_(which == counted_threads::all ? allocations() : thread_allocations()) {
   scopes.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -10,17 +10,27 @@ namespace asio_rdma::test {
 /// Heap allocations counted so far (every thread), since the program started counting.
 std::size_t allocations() noexcept;
 
-/// Counts allocations from construction to destruction.
+/// Heap allocations counted so far on the calling thread.
+std::size_t thread_allocations() noexcept;
+
+/// Whose allocations a counting_scope counts.
+enum class counted_threads { all, this_thread };
+
+/// Counts allocations from construction to destruction: of every thread, or only of the
+/// thread that made the scope (a client's, while a server runs on another thread).
 class counting_scope {
 public:
-  counting_scope() noexcept;
+  explicit counting_scope(counted_threads which = counted_threads::all) noexcept;
   ~counting_scope();
   counting_scope(const counting_scope&) = delete;
   counting_scope& operator=(const counting_scope&) = delete;
   /// Allocations since this scope began.
-  std::size_t count() const noexcept { return allocations() - start_; }
+  std::size_t count() const noexcept {
+    return (which_ == counted_threads::all ? allocations() : thread_allocations()) - start_;
+  }
 
 private:
+  counted_threads which_;
   std::size_t start_;
 };
 

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "rpc/call_table.hpp"
+#include "rpc/frame_reader.hpp"
 #include "rpc/frame_writer.hpp"
 #include "rpc/rpc_wire.hpp"
 
@@ -171,6 +172,96 @@ BOOST_AUTO_TEST_CASE(a_queued_frame_can_be_withdrawn_a_written_one_not) {
   BOOST_TEST(!w.has_queued());
   w.push(c); // the tail was fixed up
   BOOST_TEST(w.has_queued());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(frame_reader_tests)
+
+namespace rd = asio_rdma::rpc::detail;
+
+// Frames of 0..300 payload bytes, as a peer writes them back to back.
+std::vector<std::byte> frames_in_a_row(int n) {
+  std::vector<std::byte> out;
+  for (int i = 0; i < n; ++i) {
+    wire::header_bytes h;
+    const std::uint32_t len = static_cast<std::uint32_t>(i * 37 % 301);
+    wire::encode({wire::frame_kind::reply, len, std::uint64_t(i + 1), 0, 0}, h);
+    out.insert(out.end(), h.begin(), h.end());
+    for (std::uint32_t k = 0; k < len; ++k)
+      out.push_back(static_cast<std::byte>(i + k));
+  }
+  return out;
+}
+
+BOOST_AUTO_TEST_CASE(frames_split_anywhere_read_back_whole) {
+  const auto bytes = frames_in_a_row(200);
+  for (std::size_t piece : {1u, 7u, 23u, 24u, 25u, 100u, 4096u}) {
+    rd::frame_reader reader(512); // smaller than some reads would fill: it wraps often
+    std::size_t fed = 0, reads = 0;
+    int frames = 0;
+    bool in_payload = false;
+    wire::frame_header h;
+    std::vector<std::byte> payload;
+    std::size_t have = 0;
+    while (frames < 200) {
+      if (!in_payload) {
+        boost::system::error_code bad;
+        if (reader.next_header(h, bad)) {
+          BOOST_REQUIRE(!bad);
+          BOOST_REQUIRE(h.call_id == std::uint64_t(frames + 1));
+          payload.assign(h.length, std::byte{0xee});
+          have = 0;
+          in_payload = true;
+          continue;
+        }
+      } else {
+        have += reader.take(std::span(payload).subspan(have));
+        if (have == payload.size()) {
+          for (std::size_t k = 0; k < payload.size(); ++k)
+            BOOST_REQUIRE(payload[k] == static_cast<std::byte>(frames + k));
+          ++frames;
+          in_payload = false;
+          continue;
+        }
+      }
+      // The peer's next bytes, as many as fit and as the piece allows.
+      auto room = reader.space();
+      BOOST_REQUIRE(room.size() >= wire::header_size);
+      const std::size_t n = std::min({room.size(), piece, bytes.size() - fed});
+      BOOST_REQUIRE(n > 0);
+      std::memcpy(room.data(), bytes.data() + fed, n);
+      reader.commit(n);
+      fed += n;
+      ++reads;
+    }
+    BOOST_TEST(fed == bytes.size());
+    BOOST_TEST(reader.buffered() == 0u);
+    BOOST_TEST_MESSAGE(piece << " B pieces: " << reads << " reads");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(skipped_bytes_and_a_malformed_header) {
+  rd::frame_reader reader(64);
+  const auto bytes = frames_in_a_row(3); // payloads 0, 37, 74 bytes
+  auto room = reader.space();
+  std::memcpy(room.data(), bytes.data(), 64);
+  reader.commit(64);
+  wire::frame_header h;
+  boost::system::error_code bad;
+  BOOST_REQUIRE(reader.next_header(h, bad));
+  BOOST_TEST(h.length == 0u);
+  BOOST_REQUIRE(reader.next_header(h, bad));
+  BOOST_TEST(h.length == 37u);
+  BOOST_TEST(reader.skip(37) == 16u); // what is buffered of it
+  BOOST_TEST(reader.buffered() == 0u);
+  wire::header_bytes garbage;
+  garbage.fill(std::byte{0x5a});
+  room = reader.space();
+  std::memcpy(room.data(), garbage.data(), garbage.size());
+  reader.commit(garbage.size());
+  BOOST_REQUIRE(reader.next_header(h, bad));
+  BOOST_TEST(bad == asio_rdma::rpc::errc::protocol_error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

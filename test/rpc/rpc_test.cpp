@@ -200,6 +200,52 @@ BOOST_AUTO_TEST_CASE(a_reply_racing_a_cancel_has_exactly_one_outcome) {
   });
 }
 
+BOOST_AUTO_TEST_CASE(a_buffer_is_never_written_once_its_call_has_ended) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("echo", echo);
+    rpc::client c(io.get_executor(), listen_here(s));
+    std::mt19937 rng(29);
+    constexpr int calls = 1000;
+    constexpr std::size_t size = 20000; // often more than one read
+    std::vector<std::vector<std::byte>> requests(calls), replies(calls);
+    std::vector<asio::cancellation_signal> signals(calls);
+    int outcomes = 0, ok = 0, aborted = 0, wrong = 0;
+    for (int i = 0; i < calls; ++i) {
+      requests[i] = patterned(i, size);
+      replies[i].assign(size, std::byte{0});
+      c.async_call("echo", asio::buffer(requests[i]), asio::buffer(replies[i]),
+                   asio::bind_cancellation_slot(
+                       signals[i].slot(), [&, i](error_code ec, std::size_t n) {
+                         ++outcomes;
+                         if (!ec && n == size && replies[i] == requests[i])
+                           ++ok;
+                         else if (ec == asio::error::operation_aborted)
+                           ++aborted;
+                         else
+                           ++wrong;
+                         // The call is over: the buffer is the caller's again.
+                         std::fill(replies[i].begin(), replies[i].end(), std::byte{0xa5});
+                       }));
+      // Cancelled at once (queued), or while its request is written or its reply read.
+      asio::steady_timer wait(co_await asio::this_coro::executor,
+                              std::chrono::microseconds(rng() % 400));
+      co_await wait.async_wait(asio::use_awaitable);
+      signals[i].emit(asio::cancellation_type::terminal);
+    }
+    for (int i = 0; i < 10000 && outcomes < calls; ++i)
+      co_await sleep_for(std::chrono::milliseconds(1));
+    co_await sleep_for(std::chrono::milliseconds(200)); // late replies would land now
+    BOOST_TEST(outcomes == calls);
+    BOOST_TEST(wrong == 0);
+    BOOST_TEST_MESSAGE("raced: " << ok << " replied, " << aborted << " cancelled");
+    int touched = 0;
+    for (auto& r : replies)
+      touched += std::any_of(r.begin(), r.end(), [](std::byte b) { return b != std::byte{0xa5}; });
+    BOOST_TEST(touched == 0);
+  });
+}
+
 BOOST_AUTO_TEST_CASE(server_errors_reach_the_caller_with_their_message) {
   run(io, [&]() -> asio::awaitable<void> {
     rpc::server_options so;

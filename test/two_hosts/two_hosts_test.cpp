@@ -8,6 +8,7 @@
 #include "two_hosts.hpp"
 
 #include <asio_rdma/file_transfer.hpp>
+#include <asio_rdma/rpc.hpp>
 #include <asio_rdma/stream.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -642,6 +643,109 @@ BOOST_AUTO_TEST_CASE(peer_host_dies_mid_file_transfer) {
         co_await c.async_disconnect(use_awaitable);
         BOOST_TEST(fs::file_size(dir / "small.bin") == 13u);
         receiver.stop();
+      },
+      300s);
+}
+
+// An RPC server's host dies while a client waits for 16 calls: keepalive (the client's
+// default over RDMA, 1 s x 3) fails them all at once, then the channel fails fast during
+// its backoff; a channel to the dead host fails within connect_timeout, and an
+// idempotent call's retries end by its deadline.
+BOOST_AUTO_TEST_CASE(rpc_server_host_dies_with_calls_in_flight) {
+  asio::io_context io;
+  run(
+      io,
+      [&]() -> awaitable<void> {
+        namespace rpc = ar::rpc;
+        auto ex = co_await asio::this_coro::executor;
+        const std::string at = ":" + std::to_string(port);
+        if (!is_host_a()) { // the server, whose host dies
+          rpc::server s(ex);
+          std::size_t running = 0;
+          s.add_method("echo", [](std::span<const std::byte> req, rpc::call_context&)
+                                   -> awaitable<std::vector<std::byte>> {
+            co_return std::vector<std::byte>(req.begin(), req.end());
+          });
+          s.add_method("slow", [&](std::span<const std::byte>, rpc::call_context&)
+                                   -> awaitable<std::vector<std::byte>> {
+            ++running;
+            co_await sleep_for(120s);
+            co_return std::vector<std::byte>();
+          });
+          s.listen("rdma://" + ar::test::device_address() + at);
+          host_do("barrier listening");
+          // Bounded: A waits at the barrier below whatever happened (its checks say what).
+          const auto since = clock_type::now();
+          while (running < 16 && seconds_since(since) < 60)
+            co_await sleep_for(1ms);
+          BOOST_TEST(running == 16u);
+          host_do("barrier dying");
+          ask_host("kill B"); // never answered: this host is gone
+          co_return;
+        }
+        host_do("barrier listening");
+        const std::string url = "rdma://" + ar::test::peer_address() + at;
+        rpc::client_options co;
+        co.reconnect_backoff = 2s; // long enough to see calls fail fast
+        co.max_reconnect_backoff = 2s;
+        rpc::client c(ex, url, co);
+        for (int i = 0; i < 100; ++i) {
+          std::vector<std::byte> request(1 + i * 37);
+          for (std::size_t k = 0; k < request.size(); ++k)
+            request[k] = pattern(i, k);
+          auto reply = co_await c.async_call("echo", asio::buffer(request), use_awaitable);
+          BOOST_REQUIRE(reply == request);
+        }
+        BOOST_TEST_MESSAGE("100 calls answered; 16 more wait for the server's host to die");
+        std::vector<ar::error_code> errors;
+        clock_type::time_point all_failed_at{};
+        for (int i = 0; i < 16; ++i)
+          c.async_call("slow", asio::const_buffer(), [&](ar::error_code ec, std::vector<std::byte>) {
+            errors.push_back(ec);
+            if (errors.size() == 16)
+              all_failed_at = clock_type::now();
+          });
+        death_clock death("dying");
+        const auto started = clock_type::now();
+        while ((errors.size() < 16 || !death.passed) && seconds_since(started) < 90)
+          co_await sleep_for(10ms);
+        BOOST_REQUIRE(death.passed);
+        BOOST_REQUIRE(errors.size() == 16u);
+        const double detected = std::chrono::duration<double>(all_failed_at - death.at).count();
+        BOOST_TEST_MESSAGE("16 calls failed " << detected << " s after the server's host died: "
+                                              << errors.front().message());
+        for (auto& ec : errors) {
+          BOOST_TEST(ec.failed());
+          BOOST_TEST(ec != rpc::errc::deadline_exceeded, ec.message());
+        }
+        BOOST_TEST(detected > 0.0); // not before the host died
+        BOOST_TEST(detected < 6.0); // keepalive: 3 silent seconds
+        BOOST_TEST(!c.is_connected());
+        auto as_tuple = asio::as_tuple(use_awaitable);
+        auto t0 = clock_type::now();
+        auto [e1, r1] = co_await c.async_call("echo", asio::const_buffer(), as_tuple);
+        BOOST_TEST(e1 == rpc::errc::unavailable, e1.message());
+        BOOST_TEST(seconds_since(t0) < 0.5);
+        // A channel to the dead host connects in vain for connect_timeout.
+        rpc::client_options short_connect;
+        short_connect.connect_timeout = 3s;
+        rpc::client d(ex, url, short_connect);
+        t0 = clock_type::now();
+        auto [e2, r2] = co_await d.async_call("echo", asio::const_buffer(), as_tuple);
+        BOOST_TEST(e2.failed());
+        BOOST_TEST_MESSAGE("connecting to the dead host failed after " << seconds_since(t0)
+                                                                      << " s: " << e2.message());
+        BOOST_TEST(seconds_since(t0) < 5.0);
+        rpc::call_options idempotent;
+        idempotent.idempotent = true;
+        idempotent.deadline = 3s;
+        co_await sleep_for(200ms); // d's backoff (100 ms) is over
+        t0 = clock_type::now();
+        auto [e3, r3] = co_await d.async_call("echo", asio::const_buffer(), idempotent, as_tuple);
+        BOOST_TEST(e3.failed());
+        BOOST_TEST_MESSAGE("an idempotent call gave up after " << seconds_since(t0)
+                                                              << " s: " << e3.message());
+        BOOST_TEST(seconds_since(t0) < 4.0);
       },
       300s);
 }

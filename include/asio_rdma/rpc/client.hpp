@@ -30,6 +30,12 @@ void start_call(client_impl* impl, std::uint32_t method, boost::asio::const_buff
                 asio_rdma::detail::pending_operation<void(boost::system::error_code,
                                                           std::vector<std::byte>)>&& op);
 
+/// As above, the reply read into the caller's `reply`.
+void start_call(client_impl* impl, std::uint32_t method, boost::asio::const_buffer request,
+                boost::asio::mutable_buffer reply, const call_options& options,
+                asio_rdma::detail::pending_operation<void(boost::system::error_code,
+                                                          std::size_t)>&& op);
+
 /// rpc::client::async_call.
 class initiate_call : public asio_rdma::detail::io_initiation<client_impl*> {
 public:
@@ -42,6 +48,16 @@ public:
                     std::vector<std::byte>());
     start_call(impl_, method, request, options,
                pending<void(boost::system::error_code, std::vector<std::byte>)>(
+                   std::forward<Handler>(handler)));
+  }
+  template <typename Handler>
+  void operator()(Handler&& handler, std::uint32_t method, boost::asio::const_buffer request,
+                  boost::asio::mutable_buffer reply, const call_options& options) const {
+    if (!impl_)
+      return closed(std::forward<Handler>(handler), boost::asio::error::bad_descriptor,
+                    std::size_t(0));
+    start_call(impl_, method, request, reply, options,
+               pending<void(boost::system::error_code, std::size_t)>(
                    std::forward<Handler>(handler)));
   }
 };
@@ -121,10 +137,40 @@ public:
 
   /// As above with the default deadline.
   template <typename CompletionToken = boost::asio::deferred_t>
-    requires(!std::is_convertible_v<CompletionToken, const call_options&>)
+    requires(!std::is_convertible_v<CompletionToken, const call_options&> &&
+             !std::is_convertible_v<CompletionToken, boost::asio::mutable_buffer>)
   auto async_call(std::string_view method, boost::asio::const_buffer request,
                   CompletionToken&& token = {}) {
     return async_call(method, request, call_options{}, std::forward<CompletionToken>(token));
+  }
+
+  /// Calls `method` as above, with the reply read into the caller's `reply` instead of a
+  /// new vector: a steady stream of these calls makes no heap allocation on the client.
+  ///
+  /// Completion signature: void(error_code, std::size_t): on success, the reply's length
+  /// (its bytes are at the start of `reply`). A reply longer than `reply` fails the call
+  /// with errc::response_too_large (its bytes are read and dropped). On an error the server
+  /// reports, its message is copied into `reply` as far as it fits and the size is that
+  /// of the copy. Errors, deadline, cancellation and retries otherwise as above. `reply`
+  /// must stay valid until the handler runs: the library never writes to it afterwards
+  /// (a reply that comes for a call already ended is dropped).
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_call(std::string_view method, boost::asio::const_buffer request,
+                  boost::asio::mutable_buffer reply, const call_options& options,
+                  CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken,
+                                       void(boost::system::error_code, std::size_t)>(
+        detail::initiate_call(impl_.get(), ex_), token, method_id(method), request, reply,
+        options);
+  }
+
+  /// As above with the default deadline.
+  template <typename CompletionToken = boost::asio::deferred_t>
+    requires(!std::is_convertible_v<CompletionToken, const call_options&>)
+  auto async_call(std::string_view method, boost::asio::const_buffer request,
+                  boost::asio::mutable_buffer reply, CompletionToken&& token = {}) {
+    return async_call(method, request, reply, call_options{},
+                      std::forward<CompletionToken>(token));
   }
 
   /// Fails the pending calls with operation_aborted and closes the connection; later

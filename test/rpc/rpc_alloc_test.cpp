@@ -1,0 +1,148 @@
+// The client's call path allocates nothing in steady state when the reply goes into the
+// caller's buffer: counted with a replaced global operator new (allocation_counter.cpp)
+// on the client's thread, while the server runs on a thread of its own. TCP on the host
+// (unit_rpc_alloc), RDMA streams in the VM (integration_rpc_alloc).
+#define BOOST_TEST_MODULE rpc_alloc
+#include "allocation_counter.hpp"
+#include "rpc_test_support.hpp"
+
+#include <optional>
+#include <thread>
+
+using namespace asio_rdma::test;
+using boost::system::error_code;
+
+namespace {
+
+/// An echo server on its own thread and io_context.
+struct server_thread {
+  asio::io_context io;
+  std::optional<rpc::server> server{io.get_executor()};
+  std::string url;
+  std::thread runner;
+
+  server_thread() {
+    server->add_method("echo", echo);
+    url = listen_here(*server);
+    runner = std::thread([this] { io.run(); });
+  }
+  ~server_thread() {
+    asio::post(io, [this] { server.reset(); }); // closes its listener and connections
+    runner.join();
+  }
+};
+
+/// Each coroutine's request and reply buffers, made before counting begins.
+struct buffers {
+  std::vector<std::vector<std::byte>> requests, replies;
+  buffers(int in_flight, std::size_t size)
+      : requests(in_flight, std::vector<std::byte>(size)),
+        replies(in_flight, std::vector<std::byte>(size + 16)) {}
+};
+
+/// `n` echo calls from as many coroutines as `b` has buffers, each reply read into the
+/// coroutine's own buffer and checked.
+asio::awaitable<void> calls_into_buffers(rpc::client& c, int n, buffers& b) {
+  const int in_flight = static_cast<int>(b.requests.size());
+  int next = 0, finished = 0, wrong = 0;
+  auto worker = [&](int w) -> asio::awaitable<void> {
+    auto& request = b.requests[w];
+    auto& reply = b.replies[w];
+    while (next < n) {
+      const int seq = next++;
+      for (std::size_t i = 0; i < request.size(); ++i)
+        request[i] = pattern(seq, i);
+      auto [ec, length] = co_await c.async_call("echo", asio::buffer(request), asio::buffer(reply),
+                                                asio::as_tuple(asio::use_awaitable));
+      if (ec || length != request.size() ||
+          !std::equal(request.begin(), request.end(), reply.begin()))
+        ++wrong;
+    }
+    ++finished;
+  };
+  for (int w = 0; w < in_flight; ++w)
+    asio::co_spawn(co_await asio::this_coro::executor, worker(w), report_failure);
+  while (finished < in_flight)
+    co_await sleep_for(std::chrono::milliseconds(1));
+  BOOST_TEST(wrong == 0);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(rpc_alloc_tests)
+
+BOOST_AUTO_TEST_CASE(calls_into_the_callers_buffer_allocate_nothing_on_the_client) {
+  server_thread server;
+  asio::io_context io;
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::client c(io.get_executor(), server.url);
+    for (int in_flight : {1, 4, 32}) {
+      buffers b(in_flight, 64);
+      co_await calls_into_buffers(c, 2000, b); // warm-up: pools and caches fill
+      std::size_t counted = 0;
+      {
+        counting_scope scope(counted_threads::this_thread);
+        co_await calls_into_buffers(c, 2000, b);
+        counted = scope.count();
+      }
+      BOOST_TEST_MESSAGE(in_flight << " in flight: " << counted
+                                   << " heap allocations on the client in 2000 calls");
+      BOOST_TEST(counted == 0u);
+    }
+  });
+}
+
+BOOST_AUTO_TEST_CASE(calls_with_a_reply_vector_allocate_the_vector) {
+  server_thread server;
+  asio::io_context io;
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::client c(io.get_executor(), server.url);
+    const auto request = patterned(1, 64);
+    for (int i = 0; i < 200; ++i)
+      co_await c.async_call("echo", asio::buffer(request), asio::use_awaitable);
+    std::size_t counted = 0;
+    {
+      counting_scope scope(counted_threads::this_thread);
+      for (int i = 0; i < 2000; ++i) {
+        auto reply = co_await c.async_call("echo", asio::buffer(request), asio::use_awaitable);
+        BOOST_TEST(reply == request);
+      }
+      counted = scope.count();
+    }
+    BOOST_TEST_MESSAGE("heap allocations in 2000 calls with reply vectors: " << counted);
+    BOOST_TEST(counted <= 2000u); // the reply's vector, nothing more
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_reply_larger_than_the_buffer_fails_and_the_buffer_is_left_alone) {
+  server_thread server;
+  asio::io_context io;
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::client c(io.get_executor(), server.url);
+    const auto request = patterned(2, 1000);
+    std::vector<std::byte> small(999, std::byte{0x7e});
+    auto [ec, n] = co_await c.async_call("echo", asio::buffer(request), asio::buffer(small),
+                                         asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(ec == rpc::errc::response_too_large);
+    BOOST_TEST(n == 0u);
+    BOOST_TEST(std::all_of(small.begin(), small.end(), [](std::byte b) { return b == std::byte{0x7e}; }));
+    // The connection goes on; an error's message lands in the buffer as far as it fits.
+    auto [e2, m] = co_await c.async_call("missing", asio::buffer(request), asio::buffer(small),
+                                         asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(e2 == rpc::errc::unknown_method);
+    BOOST_TEST(rpc::message_of(std::span(small).first(m)) == "unknown method");
+    std::vector<std::byte> tiny(4);
+    auto [e3, t] = co_await c.async_call("missing", asio::buffer(request), asio::buffer(tiny),
+                                         asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(e3 == rpc::errc::unknown_method);
+    BOOST_TEST(t == 4u);
+    std::vector<std::byte> enough(1000);
+    auto [e5, r] = co_await c.async_call("echo", asio::buffer(request), asio::buffer(enough),
+                                         asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(!e5);
+    BOOST_TEST(r == 1000u);
+    BOOST_TEST(enough == request);
+  });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
