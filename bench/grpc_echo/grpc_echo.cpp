@@ -56,7 +56,7 @@ int serve(const std::string& address) {
   return 0;
 }
 
-int latency(grpc_echo::echo::Stub& stub, std::size_t size, std::chrono::seconds duration) {
+int latency(grpc_echo::echo::Stub& client, std::size_t size, std::chrono::seconds duration) {
   grpc_echo::blob request, reply;
   request.set_data(std::string(size, 'Z'));
   std::vector<double> one_way_us;
@@ -65,7 +65,7 @@ int latency(grpc_echo::echo::Stub& stub, std::size_t size, std::chrono::seconds 
   for (auto now = start; now < end;) {
     const auto t0 = now;
     grpc::ClientContext context;
-    const grpc::Status status = stub.call(&context, request, &reply);
+    const grpc::Status status = client.call(&context, request, &reply);
     now = clock_type::now();
     if (!status.ok() || reply.data().size() != size) {
       std::fprintf(stderr, "grpc_echo: call failed: %s\n", status.error_message().c_str());
@@ -89,12 +89,12 @@ int latency(grpc_echo::echo::Stub& stub, std::size_t size, std::chrono::seconds 
 
 /// One of DEPTH callers: calls again as each call returns, until the end.
 struct caller {
-  grpc_echo::echo::Stub* stub;
+  grpc_echo::echo::Stub* client; // gRPC's generated client class is named Stub
   grpc_echo::blob request, reply;
   std::unique_ptr<grpc::ClientContext> context;
 };
 
-int rate(grpc_echo::echo::Stub& stub, std::size_t size, int depth, std::chrono::seconds duration) {
+int rate(grpc_echo::echo::Stub& client, std::size_t size, int depth, std::chrono::seconds duration) {
   const auto start = clock_type::now(), counted_from = start + warm_up, end = start + duration;
   std::atomic<std::size_t> counted{0};
   std::atomic<bool> failed{false};
@@ -104,7 +104,7 @@ int rate(grpc_echo::echo::Stub& stub, std::size_t size, int depth, std::chrono::
   std::vector<caller> callers(depth);
   std::function<void(caller&)> next = [&](caller& c) {
     c.context = std::make_unique<grpc::ClientContext>();
-    c.stub->async()->call(c.context.get(), &c.request, &c.reply, [&](grpc::Status status) {
+    c.client->async()->call(c.context.get(), &c.request, &c.reply, [&](grpc::Status status) {
       const auto now = clock_type::now();
       if (!status.ok() || c.reply.data().size() != size)
         failed = true;
@@ -118,7 +118,7 @@ int rate(grpc_echo::echo::Stub& stub, std::size_t size, int depth, std::chrono::
     });
   };
   for (auto& c : callers) {
-    c.stub = &stub;
+    c.client = &client;
     c.request.set_data(std::string(size, 'Z'));
     next(c);
   }
@@ -152,8 +152,9 @@ int main(int argc, char** argv) {
   if (!lat && !bw)
     return usage();
   auto channel = grpc::CreateChannel(args[1], grpc::InsecureChannelCredentials());
-  auto stub = grpc_echo::echo::NewStub(channel);
+  auto client = grpc_echo::echo::NewStub(channel); // gRPC's client object
   const std::size_t size = std::stoul(args[3]);
   const std::chrono::seconds duration(std::stoi(args.back()));
-  return lat ? latency(*stub, size, duration) : rate(*stub, size, std::stoi(args[4]), duration);
+  return lat ? latency(*client, size, duration)
+             : rate(*client, size, std::stoi(args[4]), duration);
 }
