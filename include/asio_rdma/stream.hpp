@@ -169,6 +169,11 @@ public:
   /// receive or disconnect on it directly: the stream owns its messages. (Not called
   /// next_layer(): Boost.Beast takes a next_layer() for a layer of the stream to close.)
   const connection& underlying_connection() const noexcept;
+  /// The connection underneath, to post one-sided operations on (RDMA read and write of
+  /// registered memory, atomics: they share its send queue with the stream's writes and
+  /// never touch its messages). Do not send, receive or disconnect on it: the stream owns
+  /// its messages. On a stream that is not open: a connection that is not open.
+  connection& underlying_connection() noexcept;
 
   /// True until close(), or until the connection ended (disconnect, fatal error).
   bool is_open() const noexcept;

@@ -77,7 +77,10 @@ template <typename Stream> asio::awaitable<void> client_connection::hello_and_ta
 template <typename Stream> asio::awaitable<void> client_connection::hello(Stream& s) {
   wire::header_bytes out;
   // The client's largest reply goes where a call's id would.
-  wire::frame_header mine{wire::frame_kind::hello, 0, options_.max_response_size, wire::version, 0};
+  // Its features: over RDMA it reads bulk replies.
+  constexpr bool rdma = std::is_same_v<Stream, asio_rdma::stream>;
+  wire::frame_header mine{wire::frame_kind::hello, 0, options_.max_response_size, wire::version,
+                          rdma ? wire::feature_bulk : 0};
   wire::encode(mine, out);
   co_await asio::async_write(s, asio::buffer(out), asio::use_awaitable);
   wire::header_bytes in;
@@ -88,6 +91,7 @@ template <typename Stream> asio::awaitable<void> client_connection::hello(Stream
   if (theirs.word != wire::version)
     throw boost::system::system_error(make_error_code(errc::version_mismatch));
   server_max_request_ = static_cast<std::size_t>(theirs.call_id);
+  server_pulls_ = rdma && (theirs.deadline_ms & wire::feature_bulk) != 0;
 }
 
 asio::awaitable<void> client_connection::connect_and_hello(endpoint ep) {
@@ -115,15 +119,24 @@ asio::awaitable<void> client_connection::connect_and_hello(endpoint ep) {
 void client_connection::adopt(std::unique_ptr<transport> t, std::size_t server_max_request) {
   transport_ = std::move(t);
   server_max_request_ = server_max_request;
+  server_pulls_ = false; // no hello told of bulk requests
   established();
 }
 
 void client_connection::established() {
   up_ = true;
-  // Calls queued before the server's limit was known.
+  rdma_ = transport_->rdma_connection();
+  // Calls queued before the server's limit, and whether it reads bulk requests, were known.
   calls_.for_each_in_use([&](std::uint64_t, call_slot& c) {
-    if (c.op && c.frame.payload.size() > server_max_request_ && writer_.withdraw(c.frame)) {
-      deliver(c, make_error_code(errc::request_too_large), false, from::completion_path);
+    if (!c.op || c.frame.where != outgoing_frame::place::queued)
+      return;
+    error_code ec;
+    if (c.frame.payload.size() > server_max_request_)
+      ec = make_error_code(errc::request_too_large);
+    else if (wants_bulk(c.frame.payload.size()))
+      ec = expose_request(c);
+    if (ec && writer_.withdraw(c.frame)) {
+      deliver(c, ec, false, from::completion_path);
       maybe_release(c);
     }
   });
@@ -151,6 +164,14 @@ void client_connection::call(std::uint32_t method, asio::const_buffer request,
                c->frame.header);
   c->frame.payload = request;
   c->frame.tag = id;
+  c->exposed.reset();
+  c->release_pending = false;
+  if (up_ && wants_bulk(request.size())) {
+    if (auto ec = expose_request(*c)) {
+      c->op.fail(ex_, from::user_call, ec);
+      return maybe_release(*c);
+    }
+  }
   // A raw pointer: the slot's handler is removed when the call completes, which close()
   // does for every call before the connection can go.
   c->op.on_cancel([this, id = id](asio::cancellation_type) {
@@ -213,8 +234,48 @@ void client_connection::send_cancel(call_slot& c) {
 void client_connection::maybe_release(call_slot& c) {
   if (c.op || c.reading || c.frame.where != outgoing_frame::place::none)
     return;
+  // Over RDMA the server may still read a bulk request, or answer with a bulk reply to
+  // release: the slot waits for its answer (or the connection's end).
+  if (rdma_ && c.request_out && !c.answered && !failed())
+    return;
   c.response.clear();
+  c.exposed.reset();
   calls_.release(c.id);
+}
+
+bool client_connection::wants_bulk(std::size_t bytes) const noexcept {
+  return rdma_ && server_pulls_ && options_.bulk_threshold != 0 &&
+         bytes >= options_.bulk_threshold;
+}
+
+// Registers the request's bytes for the server to read; its frame carries their
+// descriptor instead (while it is queued, not written).
+error_code client_connection::expose_request(call_slot& c) {
+  error_code ec;
+  c.exposed = std::make_unique<exposed_payload>(*rdma_, c.frame.payload, ec);
+  if (ec) {
+    c.exposed.reset();
+    return ec;
+  }
+  wire::mark_bulk(c.frame.header);
+  c.frame.payload = asio::buffer(c.exposed->descriptor());
+  return {};
+}
+
+void client_connection::send_release(call_slot& c) {
+  if (failed())
+    return;
+  if (c.frame.where == outgoing_frame::place::writing) {
+    c.release_pending = true; // pushed when that write is done
+    return;
+  }
+  // A cancel frame still queued becomes the release: the server has answered already.
+  wire::encode({wire::frame_kind::release, 0, c.id, 0, 0}, c.frame.header);
+  c.frame.payload = asio::const_buffer();
+  if (c.frame.where == outgoing_frame::place::none) {
+    writer_.push(c.frame);
+    kick();
+  }
 }
 
 void client_connection::close(const error_code& why, from origin) { fail(why, origin); }
@@ -258,6 +319,8 @@ void client_connection::on_written(void* p, const error_code& ec, std::size_t) {
         if (!c->op && !c->answered && !ec)
           self.send_cancel(*c);
       }
+      if (std::exchange(c->release_pending, false))
+        self.send_release(*c);
       self.maybe_release(*c);
     }
     f = next;
@@ -316,6 +379,13 @@ bool client_connection::take_frame() {
     return true;
   }
   c->answered = true;
+  if (h.flags == wire::flag_bulk) {
+    if (!rdma_) {
+      fail(make_error_code(errc::protocol_error), from::completion_path);
+      return true;
+    }
+    return read_payload(*c, c->bulk_reply); // the descriptor; then pull_reply()
+  }
   // A call that has ended (its caller may have reused its buffer) drops its reply.
   const bool ended = !c->op || c->held;
   const bool too_large =
@@ -329,17 +399,23 @@ bool client_connection::take_frame() {
   }
   // A reply goes where the caller wants it; an error's message into the call's own vector.
   c->reply_length = h.length;
-  std::span<std::byte> into = h.kind == wire::frame_kind::reply
-                                  ? c->op.destination(h.length, c->response)
-                                  : (c->response.resize(h.length), std::span<std::byte>(c->response));
+  if (h.kind == wire::frame_kind::reply)
+    return read_payload(*c, c->op.destination(h.length, c->response));
+  c->response.resize(h.length);
+  return read_payload(*c, c->response);
+}
+
+// The payload of the frame taken into `into`: what is buffered, and the rest read
+// straight into it (false then, until it is).
+bool client_connection::read_payload(call_slot& c, std::span<std::byte> into) {
   const std::size_t got = reader_.take(into);
-  if (got == h.length) {
-    payload_done(*c);
+  if (got == into.size()) {
+    payload_done(c);
     return true;
   }
-  c->reading = true;
-  reading_id_ = h.call_id;
-  transport_->read(asio::buffer(into.data() + got, h.length - got),
+  c.reading = true;
+  reading_id_ = c.id;
+  transport_->read(asio::buffer(into.data() + got, into.size() - got),
                    {&on_payload, shared_from_this()});
   return false;
 }
@@ -360,11 +436,52 @@ void client_connection::on_payload(void* p, const error_code& ec, std::size_t) {
 }
 
 void client_connection::payload_done(call_slot& c) {
+  if (header_.flags == wire::flag_bulk)
+    return pull_reply(c);
   if (c.op && !c.held) {
     const bool ok = header_.kind == wire::frame_kind::reply;
     finish(c, ok ? error_code() : wire::error_of(header_.word), true, from::completion_path);
   }
   maybe_release(c);
+}
+
+// A bulk reply's descriptor has been read: the reply is RDMA-read into its destination
+// (the caller's buffer or the call's vector), then released; a call that ended, or a reply
+// too large for it, is only released.
+void client_connection::pull_reply(call_slot& c) {
+  const auto found = parse_descriptor(c.bulk_reply, std::numeric_limits<std::uint32_t>::max());
+  if (!found)
+    return fail(make_error_code(errc::protocol_error), from::completion_path);
+  const remote_buffer& from = *found;
+  const bool ended = !c.op || c.held;
+  if (ended || from.length > c.op.room(options_.max_response_size)) {
+    if (!ended)
+      finish(c, make_error_code(errc::response_too_large), false, from::completion_path);
+    send_release(c);
+    return maybe_release(c);
+  }
+  c.reply_length = static_cast<std::size_t>(from.length);
+  c.reading = true; // an end meanwhile waits for the read into the caller's memory
+  pull(*rdma_, c.op.destination(c.reply_length, c.response), from,
+       {&on_pulled, std::make_shared<owner>(owner{shared_from_this(), c.id})});
+}
+
+void client_connection::on_pulled(void* p, const error_code& ec, std::size_t) {
+  auto& o = *static_cast<owner*>(p);
+  auto& self = *o.self;
+  call_slot* c = self.calls_.find(o.id); // kept while reading
+  c->reading = false;
+  self.deliver_held(*c);
+  if (ec || self.failed()) {
+    self.maybe_release(*c);
+    if (!self.failed())
+      self.fail(ec, from::completion_path);
+    return;
+  }
+  self.send_release(*c);
+  if (c->op && !c->held)
+    self.finish(*c, error_code(), true, from::completion_path);
+  self.maybe_release(*c);
 }
 
 // The stream ended or failed under the connection: an end before the server's goodbye is

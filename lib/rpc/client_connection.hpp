@@ -9,8 +9,15 @@
 // (cancelled, deadline) that the server has seen is followed by a cancel frame; its slot
 // is reused only once no frame of it is queued or written and no reply is being read into
 // it, and a reply that comes later finds no call (call_table's generations).
+//
+// Over RDMA, payloads of at least bulk_threshold bytes go by RDMA read (bulk_transfer.hpp):
+// a request's memory stays registered until the server answers (the server may read it
+// until then, even after the call ended: it never writes it), and a bulk reply is read
+// straight into its destination, then released. On such a connection a call's slot is
+// kept until the server has answered it, so a bulk reply always finds its call.
 #pragma once
 
+#include "rpc/bulk_transfer.hpp"
 #include "rpc/call_completion.hpp"
 #include "rpc/call_table.hpp"
 #include "rpc/frame_reader.hpp"
@@ -88,7 +95,11 @@ private:
     bool reading = false;             // that frame's payload is being read into `response`
     std::optional<boost::system::error_code> held; // an end waiting for the request's write
     bool held_with_response = false;
+    std::unique_ptr<exposed_payload> exposed; // a bulk request's memory
+    descriptor_bytes bulk_reply{};            // a bulk reply's descriptor, as read
+    bool release_pending = false; // a release frame waits for the frame being written
   };
+  using owner = pull_owner<client_connection>;
 
   void start(boost::asio::awaitable<void> how);
   boost::asio::awaitable<void> connect_and_hello(endpoint ep);
@@ -114,7 +125,13 @@ private:
   void take_frames();
   bool take_frame();
   static void on_payload(void* self, const boost::system::error_code& ec, std::size_t);
+  bool read_payload(call_slot& c, std::span<std::byte> into);
   void payload_done(call_slot& c);
+  bool wants_bulk(std::size_t bytes) const noexcept;
+  boost::system::error_code expose_request(call_slot& c);
+  void pull_reply(call_slot& c);
+  static void on_pulled(void* owner, const boost::system::error_code& ec, std::size_t);
+  void send_release(call_slot& c);
   void transport_failed(const boost::system::error_code& ec);
 
   boost::asio::any_io_executor ex_;
@@ -126,6 +143,8 @@ private:
   bool up_ = false;
   boost::system::error_code failed_;
   std::size_t server_max_request_ = 0;
+  asio_rdma::connection* rdma_ = nullptr; // the transport's, for bulk payloads
+  bool server_pulls_ = false;             // the server's hello offers bulk requests
   call_table<call_slot> calls_;
   frame_writer writer_;
   // Reading: the frames buffered, the header of the frame taken, the call whose payload's

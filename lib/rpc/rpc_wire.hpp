@@ -5,15 +5,18 @@
 //   offset size field
 //        0    2 magic 0x52 0x50 ("RP")
 //        2    1 kind (frame_kind)
-//        3    1 flags (0; others refused)
+//        3    1 flags: bulk (1) on a request or reply; others refused
 //        4    4 length of the payload
 //        8    8 call id, never 0 (hello: the largest payload its sender takes)
 //       16    4 word: request: method id; error: rpc::errc; hello: protocol version
-//       20    4 request: deadline in ms from its arrival (0: none); hello: 0
+//       20    4 request: deadline in ms from its arrival (0: none); hello: features
 //
-// All integers little-endian.
+// All integers little-endian. A bulk frame's payload is a remote_buffer's encoding (24
+// bytes): the sender's registered memory holding the request or reply, for the receiver
+// to RDMA-read; a bulk reply's reader then sends a release frame.
 #pragma once
 
+#include <asio_rdma/remote_buffer.hpp>
 #include <asio_rdma/rpc/error.hpp>
 
 #include <boost/endian/conversion.hpp>
@@ -28,7 +31,11 @@
 namespace asio_rdma::rpc::wire {
 
 inline constexpr std::size_t header_size = 24;
-inline constexpr std::uint32_t version = 1;
+inline constexpr std::uint32_t version = 2;
+/// A request or reply whose payload is the descriptor of the bytes (remote_buffer).
+inline constexpr std::uint8_t flag_bulk = 1;
+/// A hello's features: its sender reads bulk payloads by RDMA read (it is on RDMA).
+inline constexpr std::uint32_t feature_bulk = 1;
 using header_bytes = std::array<std::byte, header_size>;
 
 enum class frame_kind : std::uint8_t {
@@ -42,6 +49,8 @@ enum class frame_kind : std::uint8_t {
   error = 4,
   /// The client no longer waits for the call: its handler is cancelled. No payload.
   cancel = 5,
+  /// The client has read a bulk reply: the server may release its memory. No payload.
+  release = 6,
 };
 
 struct frame_header {
@@ -49,7 +58,8 @@ struct frame_header {
   std::uint32_t length = 0;
   std::uint64_t call_id = 0;
   std::uint32_t word = 0;
-  std::uint32_t deadline_ms = 0;
+  std::uint32_t deadline_ms = 0; // hello: features
+  std::uint8_t flags = 0;
 };
 
 inline void encode(const frame_header& h, header_bytes& out) noexcept {
@@ -57,30 +67,43 @@ inline void encode(const frame_header& h, header_bytes& out) noexcept {
   p[0] = 0x52;
   p[1] = 0x50;
   p[2] = static_cast<unsigned char>(h.kind);
-  p[3] = 0;
+  p[3] = h.flags;
   boost::endian::store_little_u32(p + 4, h.length);
   boost::endian::store_little_u64(p + 8, h.call_id);
   boost::endian::store_little_u32(p + 16, h.word);
   boost::endian::store_little_u32(p + 20, h.deadline_ms);
 }
 
+/// Makes an encoded request or reply a bulk one: its payload is a descriptor now.
+inline void mark_bulk(header_bytes& out) noexcept {
+  auto* p = reinterpret_cast<unsigned char*>(out.data());
+  p[3] = flag_bulk;
+  boost::endian::store_little_u32(p + 4, static_cast<std::uint32_t>(remote_buffer::encoded_size));
+}
+
 /// Reads a peer's header: errc::protocol_error unless the magic, the kind and the flags
-/// are known, a cancel carries no payload and the call id is not 0.
+/// are known (bulk only on a request or reply, then with a descriptor's length), a cancel
+/// or release carries no payload and the call id is not 0.
 /// Lengths are the caller's to check against its limits.
 inline boost::system::error_code parse(std::span<const std::byte, header_size> in,
                                        frame_header& h) noexcept {
   const auto* p = reinterpret_cast<const unsigned char*>(in.data());
-  if (p[0] != 0x52 || p[1] != 0x50 || p[3] != 0)
+  if (p[0] != 0x52 || p[1] != 0x50 || (p[3] & ~flag_bulk) != 0)
     return make_error_code(errc::protocol_error);
   if (p[2] < static_cast<unsigned char>(frame_kind::hello) ||
-      p[2] > static_cast<unsigned char>(frame_kind::cancel))
+      p[2] > static_cast<unsigned char>(frame_kind::release))
     return make_error_code(errc::protocol_error);
   h.kind = static_cast<frame_kind>(p[2]);
   h.length = boost::endian::load_little_u32(p + 4);
   h.call_id = boost::endian::load_little_u64(p + 8);
   h.word = boost::endian::load_little_u32(p + 16);
   h.deadline_ms = boost::endian::load_little_u32(p + 20);
-  if (h.kind == frame_kind::cancel && h.length != 0)
+  h.flags = p[3];
+  if ((h.kind == frame_kind::cancel || h.kind == frame_kind::release) && h.length != 0)
+    return make_error_code(errc::protocol_error);
+  if (h.flags == flag_bulk &&
+      ((h.kind != frame_kind::request && h.kind != frame_kind::reply) ||
+       h.length != remote_buffer::encoded_size))
     return make_error_code(errc::protocol_error);
   if (h.call_id == 0)
     return make_error_code(errc::protocol_error);

@@ -49,7 +49,8 @@ asio::awaitable<handler_outcome> run_handler(std::vector<std::byte>* response,
 
 server_connection::server_connection(std::shared_ptr<server_impl> server,
                                      std::unique_ptr<transport> t)
-    : server_(std::move(server)), transport_(std::move(t)) {}
+    : server_(std::move(server)), transport_(std::move(t)),
+      rdma_(transport_->rdma_connection()) {}
 
 void server_connection::start() {
   transport_->read(asio::buffer(hello_in_), {&on_hello, shared_from_this()});
@@ -66,8 +67,10 @@ void server_connection::on_hello(void* p, const error_code& ec, std::size_t) {
     return self.fail();
   // Our hello answers either way: a client of another version reads it and gives up.
   self.close_after_hello_ = h.word != wire::version;
+  self.client_pulls_ = self.rdma_ && (h.deadline_ms & wire::feature_bulk) != 0;
+  // Our features: over RDMA we read bulk requests.
   wire::encode({wire::frame_kind::hello, 0, self.server_->options().max_request_size,
-                wire::version, 0},
+                wire::version, self.rdma_ ? wire::feature_bulk : 0u},
                self.hello_.header);
   self.writer_.push(self.hello_);
   self.kick();
@@ -112,8 +115,22 @@ bool server_connection::take_frame() {
       cancel(*it->second, errc::cancelled);
     return true;
   }
+  if (h.kind == wire::frame_kind::release) {
+    // Only for a bulk reply written: anything else is a broken client.
+    auto it = calls_.find(h.call_id);
+    if (it == calls_.end() || !it->second->awaiting_release) {
+      fail();
+      return false;
+    }
+    // Its frame may still be in the write that carries it (the client was quicker than
+    // that write's completion): then it goes when that completes.
+    it->second->awaiting_release = false;
+    if (it->second->frame.where == outgoing_frame::place::none)
+      drop(*it->second);
+    return true;
+  }
   if (h.kind != wire::frame_kind::request || h.length > server_->options().max_request_size ||
-      calls_.contains(h.call_id)) {
+      calls_.contains(h.call_id) || (h.flags == wire::flag_bulk && !rdma_)) {
     fail();
     return false;
   }
@@ -157,16 +174,21 @@ bool server_connection::take_request() {
   c.id = h.call_id;
   c.method = m;
   c.frame.tag = h.call_id;
-  c.request.resize(h.length);
+  c.bulk = h.flags == wire::flag_bulk;
+  std::span<std::byte> into = c.descriptor; // a bulk request's payload: its descriptor
+  if (!c.bulk) {
+    c.request.resize(h.length);
+    into = c.request;
+  }
   calls_.emplace(h.call_id, std::move(owned));
   server_->call_started();
-  const std::size_t got = reader_.take(c.request);
-  if (got == h.length) {
+  const std::size_t got = reader_.take(into);
+  if (got == into.size()) {
     request_done(c);
     return true;
   }
   reading_ = &c;
-  transport_->read(asio::buffer(c.request.data() + got, h.length - got),
+  transport_->read(asio::buffer(into.data() + got, into.size() - got),
                    {&on_request, shared_from_this()});
   return false;
 }
@@ -189,8 +211,75 @@ void server_connection::request_done(call& c) {
     send(c, wire::frame_kind::error, static_cast<std::uint32_t>(errc::server_draining));
   else if (!c.method)
     send(c, wire::frame_kind::error, static_cast<std::uint32_t>(errc::unknown_method));
+  else if (c.bulk && !c.pulled)
+    pull_request(c);
   else
     run(c);
+}
+
+// A bulk request: its bytes are RDMA-read from the client's memory, then it runs.
+void server_connection::pull_request(call& c) {
+  const auto found = parse_descriptor(c.descriptor, server_->options().max_request_size);
+  if (!found)
+    return fail(); // a descriptor no client of ours writes
+  const remote_buffer& from = *found;
+  c.pulled_length = static_cast<std::size_t>(from.length);
+  error_code ec;
+  c.pulled = take_spare(c.pulled_length, ec);
+  if (ec)
+    return fail_call(c, errc::handler_failed, "the request could not be registered: " + ec.message());
+  c.pulling = true;
+  pull(*rdma_, *c.pulled, c.pulled_length, from,
+       {&on_pulled, std::make_shared<owner>(owner{shared_from_this(), c.id})});
+}
+
+namespace {
+/// The most bytes of spare bulk buffers a connection keeps.
+constexpr std::size_t max_spare_bytes = std::size_t(16) << 20;
+/// Buffers are made in multiples of this, so that requests of near sizes share them.
+constexpr std::size_t spare_granule = 64 * 1024;
+} // namespace
+
+std::unique_ptr<bulk_buffer> server_connection::take_spare(std::size_t n, error_code& ec) {
+  auto best = spare_.end();
+  for (auto it = spare_.begin(); it != spare_.end(); ++it)
+    if ((*it)->capacity() >= n && (best == spare_.end() || (*it)->capacity() < (*best)->capacity()))
+      best = it;
+  if (best != spare_.end()) {
+    auto b = std::move(*best);
+    spare_.erase(best);
+    spare_bytes_ -= b->capacity();
+    return b;
+  }
+  const std::size_t capacity = (n + spare_granule - 1) / spare_granule * spare_granule;
+  auto b = std::make_unique<bulk_buffer>(*rdma_, capacity, ec);
+  return ec ? nullptr : std::move(b);
+}
+
+void server_connection::keep_spare(std::unique_ptr<bulk_buffer> b) {
+  if (!b || spare_bytes_ + b->capacity() > max_spare_bytes)
+    return;
+  spare_bytes_ += b->capacity();
+  spare_.push_back(std::move(b));
+}
+
+void server_connection::on_pulled(void* p, const error_code& ec, std::size_t) {
+  auto& o = *static_cast<owner*>(p);
+  auto& self = *o.self;
+  auto it = self.calls_.find(o.id); // kept while pulling
+  call& c = *it->second;
+  c.pulling = false;
+  if (self.closed_)
+    return self.drop(c);
+  if (ec) {
+    // A descriptor outside the client's registered memory fails the read, and with it
+    // the connection (as RC does): that client is closed, others go on.
+    self.drop(c);
+    return self.fail();
+  }
+  if (c.cancel_requested)
+    return self.send(c, wire::frame_kind::error, static_cast<std::uint32_t>(c.cancel_reason));
+  self.request_done(c);
 }
 
 void server_connection::run(call& c) {
@@ -208,7 +297,7 @@ void server_connection::run(call& c) {
   // call (and its signal, which the coroutine's slot refers to) may go as soon as the reply
   // is written. The signal is shared with the handler, so it outlives the coroutine.
   asio::co_spawn(server_->executor(),
-                 run_handler(&c.response, c.method, c.request, &c.context),
+                 run_handler(&c.response, c.method, c.request_bytes(), &c.context),
                  asio::bind_cancellation_slot(
                      c.signal->slot(), [self = shared_from_this(), &c, keep = c.signal](
                                            std::exception_ptr e, handler_outcome out) {
@@ -227,13 +316,22 @@ void server_connection::handler_done(call& c, std::uint32_t status, std::string_
     return send(c, wire::frame_kind::reply, 0);
   if (c.context.cancelled() && status == static_cast<std::uint32_t>(errc::handler_failed))
     status = static_cast<std::uint32_t>(c.cancel_reason); // it failed of our cancellation
+  fail_call(c, static_cast<errc>(status), message);
+}
+
+void server_connection::fail_call(call& c, errc status, std::string_view message) {
   message = message.substr(0, max_error_message);
   c.response.assign(reinterpret_cast<const std::byte*>(message.data()),
                     reinterpret_cast<const std::byte*>(message.data()) + message.size());
-  send(c, wire::frame_kind::error, status);
+  send(c, wire::frame_kind::error, static_cast<std::uint32_t>(status));
 }
 
 void server_connection::cancel(call& c, errc reason) {
+  if (c.pulling && !c.cancel_requested) { // answered once its request is read
+    c.cancel_requested = true;
+    c.cancel_reason = reason;
+    return;
+  }
   if (!c.running || c.context.cancelled())
     return;
   c.cancel_reason = reason;
@@ -252,21 +350,43 @@ void server_connection::cancel_calls() {
 }
 
 void server_connection::send(call& c, wire::frame_kind kind, std::uint32_t word) {
-  if (kind == wire::frame_kind::error && c.response.empty()) {
+  if (kind == wire::frame_kind::error && c.response.empty()) { // the error's own text
     const std::string text = make_error_code(static_cast<errc>(word)).message();
-    c.response.assign(reinterpret_cast<const std::byte*>(text.data()),
-                      reinterpret_cast<const std::byte*>(text.data()) + text.size());
+    return fail_call(c, static_cast<errc>(word), text.empty() ? "error" : text);
   }
   wire::encode({kind, static_cast<std::uint32_t>(c.response.size()), c.id, word, 0},
                c.frame.header);
   c.frame.payload = asio::buffer(c.response);
+  if (kind == wire::frame_kind::reply && !expose_reply(c))
+    return; // answered with an error instead
   writer_.push(c.frame);
   kick();
+}
+
+// A reply of at least bulk_threshold bytes to a client that reads bulk replies is
+// registered for it to read: its frame carries the descriptor. False if the registration
+// failed: the call is answered with that error instead.
+bool server_connection::expose_reply(call& c) {
+  const std::size_t threshold = server_->options().bulk_threshold;
+  if (!client_pulls_ || threshold == 0 || c.response.size() < threshold)
+    return true;
+  error_code ec;
+  c.exposed = std::make_unique<exposed_payload>(*rdma_, asio::buffer(c.response), ec);
+  if (ec) {
+    c.exposed.reset();
+    fail_call(c, errc::handler_failed, "the reply could not be registered: " + ec.message());
+    return false;
+  }
+  wire::mark_bulk(c.frame.header);
+  c.frame.payload = asio::buffer(c.exposed->descriptor());
+  c.awaiting_release = true;
+  return true;
 }
 
 void server_connection::drop(call& c) {
   const auto id = c.id;
   c.timer.cancel();
+  keep_spare(std::move(c.pulled)); // (never while pulling: on_pulled ends that first)
   calls_.erase(id);
   server_->call_ended();
   resume();
@@ -283,7 +403,8 @@ void server_connection::on_written(void* p, const error_code& ec, std::size_t) {
   for (auto* f = self.writer_.finish_batch(); f;) {
     auto* next = f->next;
     if (f != &self.hello_)
-      if (auto it = self.calls_.find(f->tag); it != self.calls_.end())
+      if (auto it = self.calls_.find(f->tag);
+          it != self.calls_.end() && (!it->second->awaiting_release || self.closed_))
         self.drop(*it->second);
     f = next;
   }
@@ -309,6 +430,13 @@ void server_connection::close() {
         drop(*it->second);
     f = next;
   }
+  // Bulk replies the client has not released: its connection is gone.
+  std::vector<std::uint64_t> unreleased;
+  for (auto& [id, c] : calls_)
+    if (c->awaiting_release && c->frame.where == outgoing_frame::place::none)
+      unreleased.push_back(id); // (one still being written goes when the write ends)
+  for (auto id : unreleased)
+    drop(*calls_.at(id));
   cancel_calls();
 }
 

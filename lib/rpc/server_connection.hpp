@@ -3,8 +3,14 @@
 // they are ready (frame_writer), and holds back reading while it has no room for another
 // call (server_options' limits): a client cannot make the server hold more than
 // max_calls_per_connection requests and replies of its own.
+//
+// Over RDMA (bulk_transfer.hpp), a bulk request is RDMA-read from the client's memory
+// before its handler runs, and a reply of at least bulk_threshold bytes is registered for
+// the client to read: its call lives, and counts against the limits, until the client's
+// release frame says it has read it.
 #pragma once
 
+#include "rpc/bulk_transfer.hpp"
 #include "rpc/frame_reader.hpp"
 #include "rpc/frame_writer.hpp"
 #include "rpc/server_impl.hpp"
@@ -51,7 +57,22 @@ private:
     boost::asio::steady_timer timer; // the deadline
     outgoing_frame frame;
     bool running = false;
+    bool bulk = false;             // its request is a bulk one: `descriptor`, then pulled
+    bool pulling = false;          // its request is being RDMA-read
+    bool cancel_requested = false; // a cancel came while it was
+    bool awaiting_release = false; // its bulk reply is written; the client reads it
+    descriptor_bytes descriptor{};
+    std::unique_ptr<bulk_buffer> pulled;      // a bulk request's bytes (the first
+    std::size_t pulled_length = 0;            // pulled_length of it)
+    std::unique_ptr<exposed_payload> exposed; // a bulk reply's registration
+
+    std::span<const std::byte> request_bytes() const noexcept {
+      if (pulled)
+        return pulled->bytes(pulled_length);
+      return request;
+    }
   };
+  using owner = pull_owner<server_connection>;
 
   static void on_hello(void* self, const boost::system::error_code& ec, std::size_t);
   void read_more();
@@ -62,10 +83,17 @@ private:
   bool take_request();
   static void on_request(void* self, const boost::system::error_code& ec, std::size_t);
   void request_done(call& c);
+  void pull_request(call& c);
+  static void on_pulled(void* owner, const boost::system::error_code& ec, std::size_t);
+  bool expose_reply(call& c);
+  std::unique_ptr<bulk_buffer> take_spare(std::size_t n, error_code& ec);
+  void keep_spare(std::unique_ptr<bulk_buffer> b);
   void run(call& c);
   void handler_done(call& c, std::uint32_t status, std::string_view message);
   void cancel(call& c, errc reason);
   void send(call& c, wire::frame_kind kind, std::uint32_t word);
+  /// Answers `c` with an error frame carrying `message` (cut to the longest message).
+  void fail_call(call& c, errc status, std::string_view message);
   void drop(call& c);
   void kick();
   static void on_written(void* self, const boost::system::error_code& ec, std::size_t);
@@ -82,6 +110,12 @@ private:
   wire::frame_header header_; // the frame taken (a request waiting for room keeps it)
   call* reading_ = nullptr;   // the call whose request's rest is being read
   outgoing_frame hello_;
+  asio_rdma::connection* rdma_ = nullptr; // the transport's, for bulk payloads
+  bool client_pulls_ = false;             // the client's hello offers bulk replies
+  // Buffers bulk requests were read into, kept for the next ones (at most
+  // max_spare_bytes in all).
+  std::vector<std::unique_ptr<bulk_buffer>> spare_;
+  std::size_t spare_bytes_ = 0;
   bool closed_ = false;
   bool paused_ = false;  // a request waits for room: nothing is read meanwhile
   bool close_after_hello_ = false;

@@ -60,6 +60,13 @@ public:
     }
   }
 
+  asio_rdma::connection* rdma_connection() noexcept override {
+    if constexpr (std::is_same_v<Stream, asio_rdma::stream>)
+      return &stream_.underlying_connection();
+    else
+      return nullptr;
+  }
+
 private:
   Stream stream_;
 };

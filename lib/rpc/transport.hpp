@@ -39,6 +39,9 @@ public:
   virtual void shutdown(io_done done) = 0;
   /// Closes the stream: pending operations complete (with an error) soon.
   virtual void close() noexcept = 0;
+  /// The RDMA connection under the stream, for bulk payloads (bulk_transfer.hpp); nullptr
+  /// over TCP.
+  virtual asio_rdma::connection* rdma_connection() noexcept { return nullptr; }
 };
 
 std::unique_ptr<transport> make_transport(boost::asio::ip::tcp::socket socket);

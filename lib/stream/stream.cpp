@@ -473,6 +473,10 @@ const connection& stream::underlying_connection() const noexcept {
   static const connection none;
   return impl_ ? impl_->conn() : none;
 }
+connection& stream::underlying_connection() noexcept {
+  static connection none;
+  return impl_ ? impl_->conn() : none;
+}
 bool stream::is_open() const noexcept { return impl_ && impl_->conn().is_open(); }
 void stream::close() noexcept {
   if (impl_)

@@ -26,6 +26,7 @@ public:
   void open(error_code& ec);
 
   const connection& conn() const noexcept { return conn_; }
+  connection& conn() noexcept { return conn_; }
   const boost::asio::any_io_executor& io() const noexcept { return io_; }
   void close() noexcept;
 

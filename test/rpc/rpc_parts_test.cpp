@@ -41,10 +41,37 @@ BOOST_AUTO_TEST_CASE(malformed_headers_are_protocol_errors) {
   BOOST_TEST(bad([](auto& b) { b[0] = std::byte{0}; }));
   BOOST_TEST(bad([](auto& b) { b[1] = std::byte{0}; }));
   BOOST_TEST(bad([](auto& b) { b[2] = std::byte{0}; }));
-  BOOST_TEST(bad([](auto& b) { b[2] = std::byte{6}; }));
+  BOOST_TEST(bad([](auto& b) { b[2] = std::byte{7}; }));
+  BOOST_TEST(bad([](auto& b) { b[2] = std::byte{6}; }));                            // release + payload
   BOOST_TEST(bad([](auto& b) { b[3] = std::byte{1}; }));                            // flags
   BOOST_TEST(bad([](auto& b) { b[2] = std::byte{5}; }));                            // cancel + payload
   BOOST_TEST(bad([](auto& b) { std::fill(b.begin() + 8, b.begin() + 16, std::byte{0}); })); // id 0
+}
+
+BOOST_AUTO_TEST_CASE(bulk_frames_carry_a_descriptor_and_only_requests_and_replies_are_bulk) {
+  auto parses = [](wire::frame_kind kind, std::uint32_t length, std::byte flags) {
+    wire::header_bytes b;
+    wire::encode({kind, length, 9, 1, 0}, b);
+    b[3] = flags;
+    wire::frame_header r;
+    return !wire::parse(b, r) && r.flags == std::to_integer<std::uint8_t>(flags);
+  };
+  const std::uint32_t descriptor = asio_rdma::remote_buffer::encoded_size;
+  BOOST_TEST(parses(wire::frame_kind::request, descriptor, std::byte{1}));
+  BOOST_TEST(parses(wire::frame_kind::reply, descriptor, std::byte{1}));
+  BOOST_TEST(!parses(wire::frame_kind::request, descriptor + 1, std::byte{1})); // not a descriptor
+  BOOST_TEST(!parses(wire::frame_kind::error, descriptor, std::byte{1}));
+  BOOST_TEST(!parses(wire::frame_kind::cancel, 0, std::byte{1}));
+  BOOST_TEST(!parses(wire::frame_kind::request, descriptor, std::byte{2})); // unknown flag
+  BOOST_TEST(parses(wire::frame_kind::release, 0, std::byte{0}));
+  BOOST_TEST(!parses(wire::frame_kind::release, 1, std::byte{0}));
+  // mark_bulk turns an encoded request into a bulk one.
+  wire::header_bytes b;
+  wire::encode({wire::frame_kind::request, 1 << 20, 9, 1, 0}, b);
+  wire::mark_bulk(b);
+  wire::frame_header r;
+  BOOST_TEST(!wire::parse(b, r));
+  BOOST_TEST((r.flags == wire::flag_bulk && r.length == descriptor && r.word == 1u));
 }
 
 BOOST_AUTO_TEST_CASE(error_words_name_errors) {

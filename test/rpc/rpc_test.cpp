@@ -54,6 +54,72 @@ asio::awaitable<void> echo_calls(rpc::client& c, int n, int in_flight,
   BOOST_TEST(failures == 0);
 }
 
+/// Reads (and drops) what the server sends to `p` until it closes the connection: true if
+/// it does within 10 s.
+asio::awaitable<bool> closed_by_server(raw_peer& p) {
+  std::vector<std::byte> sink(65536);
+  asio::steady_timer limit(co_await asio::this_coro::executor, std::chrono::seconds(10));
+  bool timed_out = false;
+  limit.async_wait([&](error_code ec) {
+    if (!ec) {
+      timed_out = true;
+      p.s.close();
+    }
+  });
+  for (;;) {
+    auto [ec, n] =
+        co_await p.s.async_read_some(asio::buffer(sink), asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      limit.cancel();
+      co_return !timed_out;
+    }
+  }
+}
+
+/// 1,000 echo calls of `size` bytes whose replies go into the callers' buffers, each
+/// cancelled after a random wait: each has exactly one outcome, and no buffer is written
+/// once its call has completed.
+asio::awaitable<void> cancel_calls_into_buffers(rpc::client& c, std::size_t size,
+                                                std::chrono::microseconds most_wait) {
+  std::mt19937 rng(29);
+  constexpr int calls = 1000;
+  std::vector<std::vector<std::byte>> requests(calls), replies(calls);
+  std::vector<asio::cancellation_signal> signals(calls);
+  int outcomes = 0, ok = 0, aborted = 0, wrong = 0;
+  for (int i = 0; i < calls; ++i) {
+    requests[i] = patterned(i, size);
+    replies[i].assign(size, std::byte{0});
+    c.async_call("echo", asio::buffer(requests[i]), asio::buffer(replies[i]),
+                 asio::bind_cancellation_slot(
+                     signals[i].slot(), [&, i](error_code ec, std::size_t n) {
+                       ++outcomes;
+                       if (!ec && n == size && replies[i] == requests[i])
+                         ++ok;
+                       else if (ec == asio::error::operation_aborted)
+                         ++aborted;
+                       else
+                         ++wrong;
+                       // The call is over: the buffer is the caller's again.
+                       std::fill(replies[i].begin(), replies[i].end(), std::byte{0xa5});
+                     }));
+    // Cancelled at once (queued), or while its request is written or its reply read.
+    asio::steady_timer wait(co_await asio::this_coro::executor,
+                            std::chrono::microseconds(rng() % most_wait.count()));
+    co_await wait.async_wait(asio::use_awaitable);
+    signals[i].emit(asio::cancellation_type::terminal);
+  }
+  for (int i = 0; i < 20000 && outcomes < calls; ++i)
+    co_await sleep_for(std::chrono::milliseconds(1));
+  co_await sleep_for(std::chrono::milliseconds(200)); // late replies would land now
+  BOOST_TEST(outcomes == calls);
+  BOOST_TEST(wrong == 0);
+  BOOST_TEST_MESSAGE(size << " B: " << ok << " replied, " << aborted << " cancelled");
+  int touched = 0;
+  for (auto& r : replies)
+    touched += std::any_of(r.begin(), r.end(), [](std::byte b) { return b != std::byte{0xa5}; });
+  BOOST_TEST(touched == 0);
+}
+
 } // namespace
 
 BOOST_FIXTURE_TEST_SUITE(rpc_end_to_end, fixture)
@@ -80,6 +146,147 @@ BOOST_AUTO_TEST_CASE(ten_thousand_calls_64_in_flight_0_to_4_mib) {
     BOOST_TEST(c.is_connected());
   }, std::chrono::seconds(600));
 }
+
+BOOST_AUTO_TEST_CASE(payloads_across_the_bulk_threshold_arrive_intact) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server_options so;
+    so.bulk_threshold = 32 * 1024;
+    rpc::server s(io.get_executor(), so);
+    s.add_method("echo", echo);
+    const auto url = listen_here(s);
+    rpc::client_options co;
+    co.bulk_threshold = 16 * 1024; // requests go by bulk from a smaller size than replies
+    rpc::client c(io.get_executor(), url, co);
+    co.bulk_threshold = 0; // never
+    rpc::client no_bulk(io.get_executor(), url, co);
+    auto t = asio::as_tuple(asio::use_awaitable);
+    for (std::size_t size : {std::size_t(16 * 1024 - 1), std::size_t(16 * 1024),
+                             std::size_t(32 * 1024 - 1), std::size_t(32 * 1024),
+                             std::size_t(1) << 20, std::size_t(4) << 20}) {
+      const auto request = patterned(size, size);
+      for (auto* client : {&c, &no_bulk}) {
+        auto [ec, reply] = co_await client->async_call("echo", asio::buffer(request), t);
+        BOOST_TEST(!ec, size << " B: " << ec.message());
+        BOOST_TEST((reply == request), size << " B into a vector");
+        // Into a buffer of the size, and into a larger one.
+        for (std::size_t room : {size, size + 4096}) {
+          std::vector<std::byte> into(room, std::byte{0});
+          auto [ec2, n] =
+              co_await client->async_call("echo", asio::buffer(request), asio::buffer(into), t);
+          BOOST_TEST(!ec2, size << " B: " << ec2.message());
+          BOOST_TEST(n == size);
+          BOOST_TEST(std::equal(request.begin(), request.end(), into.begin()),
+                     size << " B into a buffer of " << room);
+        }
+      }
+      // A buffer too small: response_too_large, nothing written into it, the next call fine.
+      std::vector<std::byte> small(size / 2, std::byte{0x11});
+      auto [ec3, n3] = co_await c.async_call("echo", asio::buffer(request), asio::buffer(small), t);
+      BOOST_TEST(ec3 == rpc::errc::response_too_large);
+      BOOST_TEST(std::all_of(small.begin(), small.end(), [](std::byte b) { return b == std::byte{0x11}; }));
+    }
+    // Every bulk reply was released: the server holds no call.
+    for (int i = 0; i < 2000 && s.calls_in_flight() != 0; ++i)
+      co_await sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(s.calls_in_flight() == 0u);
+  });
+}
+
+#ifdef RPC_TEST_RDMA
+// The bulk protocol as a hand-made peer speaks it (a stream and its connection's RDMA
+// reads), so that it is asserted on the wire, not only end to end: a large request is
+// read from the peer's memory, a large reply is offered by descriptor and held until
+// released; a descriptor outside the peer's memory or a stray release closes that
+// connection only.
+BOOST_AUTO_TEST_CASE(bulk_payloads_on_the_wire_as_a_peer_sees_them) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("echo", echo);
+    const auto url = listen_here(s);
+    rpc::client good(io.get_executor(), url);
+    const auto hi = bytes_of("unaffected");
+    auto t = asio::as_tuple(asio::use_awaitable);
+    // A peer that says it reads bulk replies; the server's hello says it reads bulk requests.
+    auto bulk_peer = [&]() -> asio::awaitable<raw_peer> {
+      auto p = co_await raw_peer::connect(url);
+      wire::header_bytes h;
+      wire::encode({wire::frame_kind::hello, 0, 64u << 20, wire::version, wire::feature_bulk}, h);
+      co_await asio::async_write(p.s, asio::buffer(h), t);
+      co_await asio::async_read(p.s, asio::buffer(h), t);
+      wire::frame_header theirs;
+      BOOST_TEST(!wire::parse(h, theirs));
+      BOOST_TEST((theirs.kind == wire::frame_kind::hello &&
+                  (theirs.deadline_ms & wire::feature_bulk) != 0));
+      co_return p;
+    };
+    auto send_bulk_request = [&](raw_peer& p, std::uint64_t id,
+                                 const asio_rdma::remote_buffer& where) -> asio::awaitable<void> {
+      wire::header_bytes h;
+      wire::encode({wire::frame_kind::request, 24, id, rpc::method_id("echo"), 5000,
+                    wire::flag_bulk}, h);
+      const auto descriptor = where.encode();
+      std::array<asio::const_buffer, 2> frame{asio::buffer(h), asio::buffer(descriptor)};
+      co_await asio::async_write(p.s, frame, t);
+    };
+    {
+      auto p = co_await bulk_peer();
+      auto& conn = p.s.underlying_connection();
+      const std::size_t size = 300000;
+      auto request = patterned(7, size);
+      asio_rdma::memory_region exposed(conn, std::span<std::byte>(request),
+                                       asio_rdma::access::remote_read);
+      co_await send_bulk_request(p, 77, exposed.remote());
+      // The reply is a bulk one too: a descriptor of the server's memory.
+      wire::header_bytes h;
+      co_await asio::async_read(p.s, asio::buffer(h), t);
+      wire::frame_header got;
+      BOOST_TEST(!wire::parse(h, got));
+      BOOST_TEST((got.kind == wire::frame_kind::reply && got.flags == wire::flag_bulk &&
+                  got.call_id == 77u && got.length == 24u));
+      std::array<std::byte, asio_rdma::remote_buffer::encoded_size> descriptor;
+      co_await asio::async_read(p.s, asio::buffer(descriptor), t);
+      error_code bad;
+      const auto from = asio_rdma::remote_buffer::decode(descriptor, bad);
+      BOOST_TEST(!bad);
+      BOOST_TEST(from.length == size);
+      co_await sleep_for(std::chrono::milliseconds(50));
+      BOOST_TEST(s.calls_in_flight() == 1u); // held until released
+      std::vector<std::byte> reply(size);
+      asio_rdma::memory_region into(conn, std::span<std::byte>(reply),
+                                    asio_rdma::access::local_write | asio_rdma::access::remote_write);
+      auto [ec, n] = co_await conn.async_read(into.slice(), from, t);
+      BOOST_TEST(!ec, ec.message());
+      BOOST_TEST((reply == request));
+      wire::encode({wire::frame_kind::release, 0, 77, 0, 0}, h);
+      co_await asio::async_write(p.s, asio::buffer(h), t);
+      for (int i = 0; i < 2000 && s.calls_in_flight() != 0; ++i)
+        co_await sleep_for(std::chrono::milliseconds(1));
+      BOOST_TEST(s.calls_in_flight() == 0u);
+
+      // A descriptor past the end of the peer's memory: the server's read fails, and it
+      // closes this connection.
+      auto outside = exposed.remote();
+      outside.address += size;
+      outside.length = 4096;
+      co_await send_bulk_request(p, 78, outside);
+      BOOST_TEST(co_await closed_by_server(p));
+    }
+    {
+      // A release for a call that has no bulk reply: closed.
+      auto p = co_await bulk_peer();
+      wire::header_bytes h;
+      wire::encode({wire::frame_kind::release, 0, 5, 0, 0}, h);
+      co_await asio::async_write(p.s, asio::buffer(h), t);
+      BOOST_TEST(co_await closed_by_server(p));
+    }
+    for (int i = 0; i < 2000 && s.calls_in_flight() != 0; ++i)
+      co_await sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(s.calls_in_flight() == 0u);
+    auto r = co_await good.async_call("echo", asio::buffer(hi), asio::use_awaitable);
+    BOOST_TEST(r == hi);
+  });
+}
+#endif
 
 BOOST_AUTO_TEST_CASE(replies_out_of_order_reach_their_calls) {
   run(io, [&]() -> asio::awaitable<void> {
@@ -205,45 +412,12 @@ BOOST_AUTO_TEST_CASE(a_buffer_is_never_written_once_its_call_has_ended) {
     rpc::server s(io.get_executor());
     s.add_method("echo", echo);
     rpc::client c(io.get_executor(), listen_here(s));
-    std::mt19937 rng(29);
-    constexpr int calls = 1000;
-    constexpr std::size_t size = 20000; // often more than one read
-    std::vector<std::vector<std::byte>> requests(calls), replies(calls);
-    std::vector<asio::cancellation_signal> signals(calls);
-    int outcomes = 0, ok = 0, aborted = 0, wrong = 0;
-    for (int i = 0; i < calls; ++i) {
-      requests[i] = patterned(i, size);
-      replies[i].assign(size, std::byte{0});
-      c.async_call("echo", asio::buffer(requests[i]), asio::buffer(replies[i]),
-                   asio::bind_cancellation_slot(
-                       signals[i].slot(), [&, i](error_code ec, std::size_t n) {
-                         ++outcomes;
-                         if (!ec && n == size && replies[i] == requests[i])
-                           ++ok;
-                         else if (ec == asio::error::operation_aborted)
-                           ++aborted;
-                         else
-                           ++wrong;
-                         // The call is over: the buffer is the caller's again.
-                         std::fill(replies[i].begin(), replies[i].end(), std::byte{0xa5});
-                       }));
-      // Cancelled at once (queued), or while its request is written or its reply read.
-      asio::steady_timer wait(co_await asio::this_coro::executor,
-                              std::chrono::microseconds(rng() % 400));
-      co_await wait.async_wait(asio::use_awaitable);
-      signals[i].emit(asio::cancellation_type::terminal);
-    }
-    for (int i = 0; i < 10000 && outcomes < calls; ++i)
-      co_await sleep_for(std::chrono::milliseconds(1));
-    co_await sleep_for(std::chrono::milliseconds(200)); // late replies would land now
-    BOOST_TEST(outcomes == calls);
-    BOOST_TEST(wrong == 0);
-    BOOST_TEST_MESSAGE("raced: " << ok << " replied, " << aborted << " cancelled");
-    int touched = 0;
-    for (auto& r : replies)
-      touched += std::any_of(r.begin(), r.end(), [](std::byte b) { return b != std::byte{0xa5}; });
-    BOOST_TEST(touched == 0);
-  });
+    // Often more than one read of the stream.
+    co_await cancel_calls_into_buffers(c, 20000, std::chrono::microseconds(400));
+    // Bulk payloads over RDMA: cancelled while the server reads the request, or while the
+    // reply is RDMA-read into the buffer.
+    co_await cancel_calls_into_buffers(c, 200000, std::chrono::microseconds(3000));
+  }, std::chrono::seconds(300));
 }
 
 BOOST_AUTO_TEST_CASE(server_errors_reach_the_caller_with_their_message) {
@@ -463,26 +637,6 @@ BOOST_AUTO_TEST_CASE(hostile_clients_lose_their_connection_others_are_served) {
       wire::header_bytes h;
       wire::encode({wire::frame_kind::hello, 0, 1 << 20, wire::version, 0}, h);
       return h;
-    };
-    auto closed_by_server = [](raw_peer& p) -> asio::awaitable<bool> {
-      // Reads (and drops) what the server sends until it closes the connection.
-      std::vector<std::byte> sink(65536);
-      asio::steady_timer limit(co_await asio::this_coro::executor, std::chrono::seconds(10));
-      bool timed_out = false;
-      limit.async_wait([&](error_code ec) {
-        if (!ec) {
-          timed_out = true;
-          p.s.close();
-        }
-      });
-      for (;;) {
-        auto [ec, n] = co_await p.s.async_read_some(asio::buffer(sink),
-                                                   asio::as_tuple(asio::use_awaitable));
-        if (ec) {
-          limit.cancel();
-          co_return !timed_out;
-        }
-      }
     };
     auto t = asio::as_tuple(asio::use_awaitable);
     // 1. Garbage instead of a hello.

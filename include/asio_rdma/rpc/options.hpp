@@ -69,6 +69,10 @@ struct client_options {
   stream_options rdma_stream = {};
   /// How calls marked idempotent are retried (others never are).
   retry_policy retry = {};
+  /// Over RDMA, a request of at least this many bytes is not copied through the stream:
+  /// its memory is registered for the server to RDMA-read (docs/rpc.md, "Bulk"). 0: never.
+  /// Over TCP it travels in the stream either way.
+  std::size_t bulk_threshold = 64 * 1024;
 
   /// Why these options are invalid, or nullptr.
   const char* invalid() const noexcept;
@@ -87,6 +91,10 @@ struct server_options {
   /// Connections over RDMA: as client_options.
   connection_options rdma_connection = stream_connection_options();
   stream_options rdma_stream = {};
+  /// Over RDMA, a reply of at least this many bytes is not copied through the stream: its
+  /// memory is registered for the client to RDMA-read, and held until the client has
+  /// (docs/rpc.md, "Bulk"). 0: never.
+  std::size_t bulk_threshold = 64 * 1024;
 
   /// Why these options are invalid, or nullptr.
   const char* invalid() const noexcept;

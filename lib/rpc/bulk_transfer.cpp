@@ -1,0 +1,85 @@
+#include "rpc/bulk_transfer.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+namespace asio_rdma::rpc::detail {
+
+namespace {
+/// The longest RDMA read posted at once: within every device's message size (rxe and siw
+/// take 2 GiB), and short enough that a pull overlaps its pieces.
+constexpr std::size_t piece = std::size_t(4) << 20;
+
+/// One pull: the destination's registration (if the pull made it) and the pieces still in
+/// flight.
+struct pull_state {
+  memory_region region;
+  io_done done;
+  std::size_t pieces_left = 0;
+  std::size_t bytes = 0;
+  error_code first_error;
+};
+
+/// Posts the reads of `state->bytes` from `from` into `into`, in pieces.
+void read_pieces(connection& conn, const std::shared_ptr<pull_state>& state,
+                 const local_buffer& into, const remote_buffer& from) {
+  const std::size_t n = state->bytes;
+  state->pieces_left = (n + piece - 1) / piece;
+  for (std::size_t offset = 0; offset < n; offset += piece) {
+    const std::size_t len = std::min(piece, n - offset);
+    local_buffer part = into;
+    part.data += offset;
+    part.length = static_cast<std::uint32_t>(len);
+    conn.async_read(part, from.slice(offset, len), [state](const error_code& e, std::size_t) {
+      if (e && !state->first_error)
+        state->first_error = e;
+      if (--state->pieces_left == 0)
+        state->done.fn(state->done.owner.get(), state->first_error,
+                       state->first_error ? 0 : state->bytes);
+    });
+  }
+}
+} // namespace
+
+bulk_buffer::bulk_buffer(const connection& conn, std::size_t capacity, error_code& ec)
+    : region_(conn, capacity, access::local_write | access::remote_write, ec) {}
+
+void pull(connection& conn, const bulk_buffer& into, std::size_t n, const remote_buffer& from,
+          io_done done) {
+  auto state = std::make_shared<pull_state>();
+  state->done = std::move(done);
+  state->bytes = n;
+  read_pieces(conn, state, into.slice(n), from);
+}
+
+exposed_payload::exposed_payload(const connection& conn, boost::asio::const_buffer bytes,
+                                 error_code& ec)
+    // Registered for remote read only, so the peer cannot write into the caller's bytes;
+    // const_cast: registration without write access does not write them either.
+    : region_(conn,
+              std::span<std::byte>(static_cast<std::byte*>(const_cast<void*>(bytes.data())),
+                                   bytes.size()),
+              access::remote_read, ec) {
+  if (!ec)
+    descriptor_ = region_.remote().encode();
+}
+
+void pull(connection& conn, std::span<std::byte> into, const remote_buffer& from,
+          io_done done) {
+  auto state = std::make_shared<pull_state>();
+  state->done = std::move(done);
+  state->bytes = into.size();
+  error_code ec;
+  state->region = memory_region(conn, into, access::local_write | access::remote_write, ec);
+  if (ec) {
+    return boost::asio::post(conn.get_executor(), [state, ec] {
+      state->done.fn(state->done.owner.get(), ec, 0);
+    });
+  }
+  read_pieces(conn, state, state->region.slice(), from);
+}
+
+} // namespace asio_rdma::rpc::detail

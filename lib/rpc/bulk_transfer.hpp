@@ -1,0 +1,92 @@
+// Bulk payloads over RDMA (docs/rpc.md, "Bulk"): a request or reply of at least its
+// sender's bulk_threshold is not copied through the stream. The sender registers the
+// bytes for the peer to read and sends their descriptor (remote_buffer's encoding) in the
+// frame; the receiver RDMA-reads them straight into their destination.
+//
+// Registration is per payload, never cached: a cache of a user's registrations would go
+// stale when the user's memory is unmapped and mapped again at the same address.
+#pragma once
+
+#include "rpc/transport.hpp"
+
+#include <asio_rdma/connection.hpp>
+#include <asio_rdma/memory_region.hpp>
+#include <asio_rdma/remote_buffer.hpp>
+
+#include <boost/asio/buffer.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+namespace asio_rdma::rpc::detail {
+
+using descriptor_bytes = std::array<std::byte, remote_buffer::encoded_size>;
+
+/// The peer's descriptor of a bulk payload, if it is well formed and its length is 1 ..
+/// `most` bytes.
+inline std::optional<remote_buffer> parse_descriptor(const descriptor_bytes& bytes,
+                                                     std::uint64_t most) noexcept {
+  error_code bad;
+  const remote_buffer b = remote_buffer::decode(bytes, bad);
+  if (bad || b.length == 0 || b.length > most)
+    return std::nullopt;
+  return b;
+}
+
+/// What a pull's completion finds its call by: the connection (kept alive by it) and the
+/// call's id.
+template <typename Connection> struct pull_owner {
+  std::shared_ptr<Connection> self;
+  std::uint64_t id;
+};
+
+/// A payload registered for the peer to RDMA-read, and its descriptor. Its memory is
+/// pinned while the object lives, so a read of it never touches memory the owner freed.
+class exposed_payload {
+public:
+  /// Registers `bytes` (not empty; remote read only: the peer cannot write them) with
+  /// the device of `conn`; `ec` says why not.
+  exposed_payload(const connection& conn, boost::asio::const_buffer bytes, error_code& ec);
+
+  const descriptor_bytes& descriptor() const noexcept { return descriptor_; }
+
+private:
+  memory_region region_;
+  descriptor_bytes descriptor_{};
+};
+
+/// Registered memory of the library's own that bulk payloads are read into, allocated
+/// and registered once and reused for payloads up to its capacity: a fresh buffer and its
+/// registration per payload cost more than the transfer on a software device.
+class bulk_buffer {
+public:
+  /// `capacity` bytes (not 0), registered on the device of `conn`; `ec` says why not.
+  bulk_buffer(const connection& conn, std::size_t capacity, error_code& ec);
+
+  std::size_t capacity() const noexcept { return region_.size(); }
+  /// Its first `n` bytes (n <= capacity()).
+  std::span<std::byte> bytes(std::size_t n) const noexcept { return region_.data().first(n); }
+  /// The same as a local_buffer to read into.
+  local_buffer slice(std::size_t n) const noexcept { return region_.slice(0, n); }
+
+private:
+  memory_region region_;
+};
+
+/// RDMA-reads the peer's `from` (`n` bytes, not 0) into `into`, registered memory that
+/// lives until `done` is called: reads it in pieces, then calls `done` with the first
+/// error, if any, and the bytes read; never inside this call.
+void pull(connection& conn, const bulk_buffer& into, std::size_t n, const remote_buffer& from,
+          io_done done);
+
+/// RDMA-reads the peer's `from` (`into.size()` bytes, not 0) into `into` over `conn`:
+/// registers `into` for the read (local and remote write: iWARP's read response is a
+/// write into it), reads it in pieces, then calls `done` with the first error, if any,
+/// and the bytes read; never inside this call. `into` must live until then.
+void pull(connection& conn, std::span<std::byte> into, const remote_buffer& from, io_done done);
+
+} // namespace asio_rdma::rpc::detail
