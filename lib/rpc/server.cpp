@@ -16,7 +16,8 @@ namespace asio = boost::asio;
 using asio_rdma::detail::from;
 using boost::system::error_code;
 
-void server_impl::add_method(std::string_view name, method_handler handler) {
+void server_impl::add_method(std::string_view name, method_handler handler,
+                             const method_options& options) {
   const auto id = method_id(name);
   if (auto it = methods_.find(id); it != methods_.end())
     throw std::invalid_argument(
@@ -24,7 +25,8 @@ void server_impl::add_method(std::string_view name, method_handler handler) {
             ? "rpc::server: method " + std::string(name) + " exists"
             : "rpc::server: methods " + it->second->name + " and " + std::string(name) +
                   " have the same id; rename one");
-  methods_.emplace(id, std::make_unique<method_entry>(std::string(name), std::move(handler)));
+  methods_.emplace(id, std::make_unique<method_entry>(std::string(name), std::move(handler),
+                                                      options));
 }
 
 std::uint16_t server_impl::listen(const endpoint& ep, error_code& ec) {
@@ -230,7 +232,12 @@ server::~server() {
 }
 
 void server::add_method(std::string_view name, method_handler handler) {
-  impl_->add_method(name, std::move(handler));
+  impl_->add_method(name, std::move(handler), method_options());
+}
+
+void server::add_method(std::string_view name, method_handler handler,
+                        const method_options& options) {
+  impl_->add_method(name, std::move(handler), options);
 }
 
 std::uint16_t server::listen(std::string_view url) {

@@ -211,18 +211,22 @@ void server_connection::request_done(call& c) {
     send(c, wire::frame_kind::error, static_cast<std::uint32_t>(errc::server_draining));
   else if (!c.method)
     send(c, wire::frame_kind::error, static_cast<std::uint32_t>(errc::unknown_method));
-  else if (c.bulk && !c.pulled)
-    pull_request(c);
-  else
+  else if (c.bulk && !c.pulled) {
+    const auto where = parse_descriptor(c.descriptor, server_->options().max_request_size);
+    if (!where)
+      return fail(); // a descriptor no client of ours writes
+    if (!c.method->options.reads_request_piecewise)
+      return pull_request(c, *where);
+    c.source.in_peer(*rdma_, *where); // the handler reads it
     run(c);
+  } else {
+    c.source.in_memory(c.request_bytes());
+    run(c);
+  }
 }
 
 // A bulk request: its bytes are RDMA-read from the client's memory, then it runs.
-void server_connection::pull_request(call& c) {
-  const auto found = parse_descriptor(c.descriptor, server_->options().max_request_size);
-  if (!found)
-    return fail(); // a descriptor no client of ours writes
-  const remote_buffer& from = *found;
+void server_connection::pull_request(call& c, const remote_buffer& from) {
   c.pulled_length = static_cast<std::size_t>(from.length);
   error_code ec;
   c.pulled = take_spare(c.pulled_length, ec);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "rpc/bulk_transfer.hpp"
+#include "rpc/request_source.hpp"
 #include "rpc/frame_reader.hpp"
 #include "rpc/frame_writer.hpp"
 #include "rpc/server_impl.hpp"
@@ -45,10 +46,11 @@ private:
   struct call {
     call(const boost::asio::any_io_executor& ex, std::string_view method,
          std::chrono::steady_clock::time_point deadline)
-        : context(method, deadline), timer(ex) {}
+        : source(ex), context(method, deadline, bulk_request(&source, ex)), timer(ex) {}
     std::uint64_t id = 0;
     const method_entry* method = nullptr;
     std::vector<std::byte> request, response;
+    request_source source; // the request for context.request_bulk()
     call_context context;
     errc cancel_reason = errc::cancelled;
     // Shared with the handler's completion, which the coroutine's slot is bound to.
@@ -83,7 +85,7 @@ private:
   bool take_request();
   static void on_request(void* self, const boost::system::error_code& ec, std::size_t);
   void request_done(call& c);
-  void pull_request(call& c);
+  void pull_request(call& c, const remote_buffer& from);
   static void on_pulled(void* owner, const boost::system::error_code& ec, std::size_t);
   bool expose_reply(call& c);
   std::unique_ptr<bulk_buffer> take_spare(std::size_t n, error_code& ec);

@@ -22,6 +22,7 @@ class server_connection;
 struct method_entry {
   std::string name;
   method_handler handler;
+  method_options options;
 };
 
 class server_impl : public std::enable_shared_from_this<server_impl> {
@@ -33,7 +34,7 @@ public:
   const server_options& options() const noexcept { return options_; }
   bool draining() const noexcept { return draining_; }
 
-  void add_method(std::string_view name, method_handler handler);
+  void add_method(std::string_view name, method_handler handler, const method_options& options);
   const method_entry* find_method(std::uint32_t id) const noexcept {
     auto it = methods_.find(id);
     return it == methods_.end() ? nullptr : it->second.get();

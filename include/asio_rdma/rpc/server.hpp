@@ -24,6 +24,80 @@
 
 namespace asio_rdma::rpc {
 
+namespace detail {
+class request_source;
+void start_request_read(request_source* source, std::size_t offset,
+                        boost::asio::mutable_buffer into,
+                        asio_rdma::detail::pending_operation<void(boost::system::error_code,
+                                                                  std::size_t)>&& op);
+std::size_t request_size(const request_source* source) noexcept;
+
+class initiate_request_read
+    : public asio_rdma::detail::io_initiation<request_source*,
+                                              asio_rdma::detail::executor_held::by_value> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler>
+  void operator()(Handler&& handler, std::size_t offset, boost::asio::mutable_buffer into) const {
+    if (!impl_)
+      return closed(std::forward<Handler>(handler), boost::asio::error::bad_descriptor,
+                    std::size_t(0));
+    start_request_read(impl_, offset, into,
+                       pending<void(boost::system::error_code, std::size_t)>(
+                           std::forward<Handler>(handler)));
+  }
+};
+} // namespace detail
+
+/// A call's request as a bulk handle: its bytes read piecewise, from any offset, into
+/// memory of the handler's (Mercury's HG_Bulk_transfer pull, Thallium's bulk). Over RDMA, a
+/// bulk request (client_options::bulk_threshold) to a method added with
+/// method_options::reads_request_piecewise stays in the client's memory, and each read is
+/// an RDMA read of the part asked for, straight into `into`: a handler can take a request
+/// larger than it wants to hold (store an upload as it comes). Any other request is in the
+/// server's memory already, and a read copies from it: the same handler code runs over TCP.
+///
+/// Valid while the handler runs; reads may overlap.
+class bulk_request {
+public:
+  using executor_type = boost::asio::any_io_executor;
+
+  /// The request's length in bytes.
+  std::size_t size() const noexcept { return detail::request_size(source_); }
+
+  /// Reads the request's bytes from `offset` into `into`: min(into.size(), size() -
+  /// offset) of them. Completion signature: void(error_code, std::size_t bytes_read).
+  /// Errors: asio::error::eof for an offset at or past the end (0 bytes); the
+  /// connection's transport error if the read failed (the client's connection is then
+  /// lost). Not cancellable: a read of the client's memory completes (or fails) on its
+  /// own, soon. Over RDMA it registers `into` for the read (a system call); read pieces of
+  /// hundreds of KiB or more.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_read(std::size_t offset, boost::asio::mutable_buffer into,
+                  CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken,
+                                       void(boost::system::error_code, std::size_t)>(
+        detail::initiate_request_read(source_, ex_), token, offset, into);
+  }
+
+  /// \cond INTERNAL
+  bulk_request(detail::request_source* source, const executor_type& ex) noexcept
+      : source_(source), ex_(ex) {}
+  /// \endcond
+
+private:
+  detail::request_source* source_;
+  executor_type ex_;
+};
+
+/// How a method takes its calls (server::add_method).
+struct method_options {
+  /// Over RDMA, a bulk request is not read before the handler runs: the handler gets an
+  /// empty request span and reads the request itself, piecewise, through
+  /// call_context::request_bulk(). Off: every request is read whole first.
+  bool reads_request_piecewise = false;
+};
+
 /// What a method's handler knows of its call.
 class call_context {
 public:
@@ -38,10 +112,15 @@ public:
   /// operation_aborted. What the handler returns afterwards still goes to the client,
   /// which may have stopped waiting.
   bool cancelled() const noexcept { return cancelled_; }
+  /// The request as a bulk handle, to read piecewise (bulk_request); for any method, and
+  /// the only way to its bytes for a method with method_options::reads_request_piecewise
+  /// given a bulk request.
+  bulk_request& request_bulk() noexcept { return request_; }
 
   /// \cond INTERNAL
-  call_context(std::string_view method, std::chrono::steady_clock::time_point deadline) noexcept
-      : method_(method), deadline_(deadline) {}
+  call_context(std::string_view method, std::chrono::steady_clock::time_point deadline,
+               const bulk_request& request) noexcept
+      : method_(method), deadline_(deadline), request_(request) {}
   void mark_cancelled() noexcept { cancelled_ = true; }
   /// \endcond
 
@@ -49,6 +128,7 @@ private:
   std::string_view method_;
   std::chrono::steady_clock::time_point deadline_;
   bool cancelled_ = false;
+  bulk_request request_;
 };
 
 /// A method: takes the request's bytes (valid until it returns) and its context, returns
@@ -107,6 +187,8 @@ public:
   /// Adds the method `name`. Throws std::invalid_argument if a method of that name, or of
   /// another name with the same id (method_id()), exists.
   void add_method(std::string_view name, method_handler handler);
+  /// As above, with the method's options.
+  void add_method(std::string_view name, method_handler handler, const method_options& options);
 
   /// Listens on `url` ("rdma://address:port" or "tcp://address:port"; port 0 picks one)
   /// and serves the connections it accepts. Returns the port listened on. Throws
