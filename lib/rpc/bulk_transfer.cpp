@@ -23,23 +23,28 @@ struct pull_state {
   error_code first_error;
 };
 
-/// Posts the reads of `state->bytes` from `from` into `into`, in pieces.
-void read_pieces(connection& conn, const std::shared_ptr<pull_state>& state,
-                 const local_buffer& into, const remote_buffer& from) {
+/// Posts the reads (or writes, `push`) of `state->bytes` between the local `mine` and the
+/// peer's `theirs`, in pieces.
+void transfer_pieces(connection& conn, const std::shared_ptr<pull_state>& state,
+                     const local_buffer& mine, const remote_buffer& theirs, bool push) {
   const std::size_t n = state->bytes;
   state->pieces_left = (n + piece - 1) / piece;
   for (std::size_t offset = 0; offset < n; offset += piece) {
     const std::size_t len = std::min(piece, n - offset);
-    local_buffer part = into;
+    local_buffer part = mine;
     part.data += offset;
     part.length = static_cast<std::uint32_t>(len);
-    conn.async_read(part, from.slice(offset, len), [state](const error_code& e, std::size_t) {
+    auto piece_done = [state](const error_code& e, std::size_t) {
       if (e && !state->first_error)
         state->first_error = e;
       if (--state->pieces_left == 0)
         state->done.fn(state->done.owner.get(), state->first_error,
                        state->first_error ? 0 : state->bytes);
-    });
+    };
+    if (push)
+      conn.async_write(part, theirs.slice(offset, len), std::move(piece_done));
+    else
+      conn.async_read(part, theirs.slice(offset, len), std::move(piece_done));
   }
 }
 } // namespace
@@ -52,17 +57,38 @@ void pull(connection& conn, const bulk_buffer& into, std::size_t n, const remote
   auto state = std::make_shared<pull_state>();
   state->done = std::move(done);
   state->bytes = n;
-  read_pieces(conn, state, into.slice(n), from);
+  transfer_pieces(conn, state, into.slice(n), from, false);
+}
+
+void push(connection& conn, boost::asio::const_buffer from, const remote_buffer& to,
+          io_done done) {
+  auto state = std::make_shared<pull_state>();
+  state->done = std::move(done);
+  state->bytes = from.size();
+  error_code ec;
+  // Local read only: the device reads `from`, nothing writes it.
+  state->region = memory_region(
+      conn,
+      std::span<std::byte>(static_cast<std::byte*>(const_cast<void*>(from.data())), from.size()),
+      access::none, ec);
+  if (ec) {
+    return boost::asio::post(conn.get_executor(), [state, ec] {
+      state->done.fn(state->done.owner.get(), ec, 0);
+    });
+  }
+  transfer_pieces(conn, state, state->region.slice(), to, true);
 }
 
 exposed_payload::exposed_payload(const connection& conn, boost::asio::const_buffer bytes,
-                                 error_code& ec)
-    // Registered for remote read only, so the peer cannot write into the caller's bytes;
-    // const_cast: registration without write access does not write them either.
+                                 peer_may what, error_code& ec)
+    // const_cast: registered for remote read only, nothing writes the bytes (the caller's
+    // request); for remote write, the bytes are the caller's reply buffer, mutable.
     : region_(conn,
               std::span<std::byte>(static_cast<std::byte*>(const_cast<void*>(bytes.data())),
                                    bytes.size()),
-              access::remote_read, ec) {
+              what == peer_may::read ? access::remote_read
+                                     : access::local_write | access::remote_write,
+              ec) {
   if (!ec)
     descriptor_ = region_.remote().encode();
 }
@@ -79,7 +105,7 @@ void pull(connection& conn, std::span<std::byte> into, const remote_buffer& from
       state->done.fn(state->done.owner.get(), ec, 0);
     });
   }
-  read_pieces(conn, state, state->region.slice(), from);
+  transfer_pieces(conn, state, state->region.slice(), from, false);
 }
 
 } // namespace asio_rdma::rpc::detail

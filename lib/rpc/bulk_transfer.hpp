@@ -44,13 +44,19 @@ template <typename Connection> struct pull_owner {
   std::uint64_t id;
 };
 
-/// A payload registered for the peer to RDMA-read, and its descriptor. Its memory is
-/// pinned while the object lives, so a read of it never touches memory the owner freed.
+/// Memory registered for the peer to RDMA-read (a bulk payload) or RDMA-write (a reply
+/// buffer), and its descriptor. Its memory is pinned while the object lives, so a read
+/// or write of it never touches memory the owner freed.
 class exposed_payload {
 public:
-  /// Registers `bytes` (not empty; remote read only: the peer cannot write them) with
-  /// the device of `conn`; `ec` says why not.
-  exposed_payload(const connection& conn, boost::asio::const_buffer bytes, error_code& ec);
+  /// What the peer may do with the memory. (Not told by the buffer's type: asio::buffer
+  /// of a vector is mutable whatever the intent.)
+  enum class peer_may { read, write };
+
+  /// Registers `bytes` (not empty) with the device of `conn` for the peer to read only
+  /// (it cannot write them), or to write into; `ec` says why not.
+  exposed_payload(const connection& conn, boost::asio::const_buffer bytes, peer_may what,
+                  error_code& ec);
 
   const descriptor_bytes& descriptor() const noexcept { return descriptor_; }
 
@@ -81,6 +87,12 @@ private:
 /// lives until `done` is called: reads it in pieces, then calls `done` with the first
 /// error, if any, and the bytes read; never inside this call.
 void pull(connection& conn, const bulk_buffer& into, std::size_t n, const remote_buffer& from,
+          io_done done);
+
+/// RDMA-writes `from` (not empty) into the peer's `to` (as long) over `conn`: registers
+/// `from` for the write, writes it in pieces, then calls `done` as pull() does. `from`
+/// must live until then.
+void push(connection& conn, boost::asio::const_buffer from, const remote_buffer& to,
           io_done done);
 
 /// RDMA-reads the peer's `from` (`into.size()` bytes, not 0) into `into` over `conn`:

@@ -26,8 +26,9 @@ class call_completion {
 public:
   call_completion() noexcept = default;
   call_completion(reply_operation&& op) noexcept : owned_(std::move(op)) {}
-  call_completion(sized_reply_operation&& op, boost::asio::mutable_buffer into) noexcept
-      : sized_(std::move(op)), into_(into), in_callers_buffer_(true) {}
+  call_completion(sized_reply_operation&& op, boost::asio::mutable_buffer into,
+                  bool expose = false) noexcept
+      : sized_(std::move(op)), into_(into), in_callers_buffer_(true), expose_(expose) {}
 
   /// True while the caller waits.
   explicit operator bool() const noexcept {
@@ -36,6 +37,9 @@ public:
   /// The reply goes into the caller's buffer, `into()`.
   bool in_callers_buffer() const noexcept { return in_callers_buffer_; }
   boost::asio::mutable_buffer into() const noexcept { return into_; }
+  /// The caller asked for its buffer to be exposed to the server's writes
+  /// (call_options::expose_reply_buffer).
+  bool expose() const noexcept { return expose_; }
 
   /// The longest reply taken: `limit`, or less if the caller's buffer is smaller.
   std::size_t room(std::size_t limit) const noexcept {
@@ -96,6 +100,7 @@ private:
   sized_reply_operation sized_;
   boost::asio::mutable_buffer into_;
   bool in_callers_buffer_ = false;
+  bool expose_ = false;
 };
 
 } // namespace asio_rdma::rpc::detail

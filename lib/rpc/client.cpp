@@ -73,7 +73,8 @@ void start_call(client_impl* impl, std::uint32_t method, asio::const_buffer requ
 void start_call(client_impl* impl, std::uint32_t method, asio::const_buffer request,
                 asio::mutable_buffer reply, const call_options& options,
                 sized_reply_operation&& op) {
-  impl->call(method, request, options, call_completion(std::move(op), reply));
+  impl->call(method, request, options,
+             call_completion(std::move(op), reply, options.expose_reply_buffer));
 }
 
 } // namespace detail

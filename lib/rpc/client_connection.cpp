@@ -25,6 +25,9 @@ using boost::system::error_code;
 namespace {
 /// The longest message an error frame may carry.
 constexpr std::size_t max_error_message = 64 * 1024;
+/// How long a call whose reply buffer the server may write waits for the server's answer
+/// after it ended, before the connection is failed to stop those writes.
+constexpr auto exposure_grace = std::chrono::seconds(1);
 
 error_code error_of_exception(std::exception_ptr e) {
   try {
@@ -131,10 +134,10 @@ void client_connection::established() {
     if (!c.op || c.frame.where != outgoing_frame::place::queued)
       return;
     error_code ec;
-    if (c.frame.payload.size() > server_max_request_)
+    if (c.request.size() > server_max_request_)
       ec = make_error_code(errc::request_too_large);
-    else if (wants_bulk(c.frame.payload.size()))
-      ec = expose_request(c);
+    else
+      ec = expose(c);
     if (ec && writer_.withdraw(c.frame)) {
       deliver(c, ec, false, from::completion_path);
       maybe_release(c);
@@ -162,12 +165,15 @@ void client_connection::call(std::uint32_t method, asio::const_buffer request,
   wire::encode({wire::frame_kind::request, static_cast<std::uint32_t>(request.size()), id, method,
                 static_cast<std::uint32_t>(ms)},
                c->frame.header);
+  c->request = request;
   c->frame.payload = request;
+  c->frame.trailer = asio::const_buffer();
   c->frame.tag = id;
   c->exposed.reset();
+  c->reply_exposed.reset();
   c->release_pending = false;
-  if (up_ && wants_bulk(request.size())) {
-    if (auto ec = expose_request(*c)) {
+  if (up_) {
+    if (auto ec = expose(*c)) {
       c->op.fail(ex_, from::user_call, ec);
       return maybe_release(*c);
     }
@@ -191,7 +197,7 @@ void client_connection::end_call(std::uint64_t id, const error_code& ec, from or
   if (!c || !c->op || c->held)
     return;
   finish(*c, ec, false, origin);
-  if (!c->op && c->request_out && !c->answered)
+  if ((!c->op || c->held) && c->request_out && !c->answered)
     send_cancel(*c);
   maybe_release(*c);
 }
@@ -200,11 +206,31 @@ void client_connection::finish(call_slot& c, const error_code& ec, bool with_res
                                from origin) {
   // While the request is being written from the caller's buffer, or a reply read into
   // it, the end waits for that.
-  const bool busy = c.reading || (!c.request_out && !writer_.withdraw(c.frame));
+  const bool busy =
+      c.reading || (!c.request_out && !writer_.withdraw(c.frame)) || server_may_write(c);
   if (!busy)
     return deliver(c, ec, with_response, origin);
   c.held = ec;
   c.held_with_response = with_response;
+  if (server_may_write(c))
+    hold_for_server(c);
+}
+
+// The server may write into the call's exposed reply buffer: it has the request and has
+// not answered, and the connection still stands.
+bool client_connection::server_may_write(const call_slot& c) const noexcept {
+  return c.reply_exposed && c.request_out && !c.answered && !failed();
+}
+
+// The call has ended while the server may still write into its buffer: the end waits for
+// the server's answer (a cancel frame asks for it), within exposure_grace.
+void client_connection::hold_for_server(call_slot& c) {
+  c.timer.expires_after(exposure_grace);
+  c.timer.async_wait([self = shared_from_this(), id = c.id](const error_code& ec) {
+    call_slot* held = ec ? nullptr : self->calls_.find(id);
+    if (held && held->held && self->server_may_write(*held))
+      self->fail(asio::error::timed_out, from::completion_path);
+  });
 }
 
 void client_connection::deliver(call_slot& c, const error_code& ec, bool with_response,
@@ -218,7 +244,7 @@ void client_connection::deliver(call_slot& c, const error_code& ec, bool with_re
 }
 
 void client_connection::deliver_held(call_slot& c) {
-  if (c.held && c.request_out && !c.reading)
+  if (c.held && c.request_out && !c.reading && !server_may_write(c))
     deliver(c, *c.held, c.held_with_response, from::completion_path);
 }
 
@@ -226,7 +252,7 @@ void client_connection::send_cancel(call_slot& c) {
   if (failed())
     return;
   wire::encode({wire::frame_kind::cancel, 0, c.id, 0, 0}, c.frame.header);
-  c.frame.payload = asio::const_buffer();
+  c.frame.payload = c.frame.trailer = asio::const_buffer();
   writer_.push(c.frame);
   kick();
 }
@@ -240,6 +266,7 @@ void client_connection::maybe_release(call_slot& c) {
     return;
   c.response.clear();
   c.exposed.reset();
+  c.reply_exposed.reset();
   calls_.release(c.id);
 }
 
@@ -248,18 +275,47 @@ bool client_connection::wants_bulk(std::size_t bytes) const noexcept {
          bytes >= options_.bulk_threshold;
 }
 
-// Registers the request's bytes for the server to read; its frame carries their
-// descriptor instead (while it is queued, not written).
-error_code client_connection::expose_request(call_slot& c) {
+// Over RDMA: registers a large request's bytes for the server to read, and a reply
+// buffer the caller exposes for it to write; the frame (queued, not written) carries
+// their descriptors.
+error_code client_connection::expose(call_slot& c) {
   error_code ec;
-  c.exposed = std::make_unique<exposed_payload>(*rdma_, c.frame.payload, ec);
-  if (ec) {
-    c.exposed.reset();
-    return ec;
+  if (wants_bulk(c.request.size())) {
+    c.exposed = std::make_unique<exposed_payload>(*rdma_, c.request,
+                                                  exposed_payload::peer_may::read, ec);
+    if (ec) {
+      c.exposed.reset();
+      return ec;
+    }
   }
-  wire::mark_bulk(c.frame.header);
-  c.frame.payload = asio::buffer(c.exposed->descriptor());
+  if (rdma_ && server_pulls_ && c.op.expose() && c.op.into().size() != 0) {
+    c.reply_exposed = std::make_unique<exposed_payload>(*rdma_, c.op.into(),
+                                                        exposed_payload::peer_may::write, ec);
+    if (ec) {
+      c.exposed.reset();
+      c.reply_exposed.reset();
+      return ec;
+    }
+  }
+  shape_request(c);
   return {};
+}
+
+// A request frame's payload and flags: the request's bytes, or its descriptor when bulk,
+// then the exposed reply buffer's descriptor.
+void client_connection::shape_request(call_slot& c) {
+  std::uint8_t flags = 0;
+  c.frame.payload = c.request;
+  c.frame.trailer = asio::const_buffer();
+  if (c.exposed) {
+    flags |= wire::flag_bulk;
+    c.frame.payload = asio::buffer(c.exposed->descriptor());
+  }
+  if (c.reply_exposed) {
+    flags |= wire::flag_reply_buffer;
+    c.frame.trailer = asio::buffer(c.reply_exposed->descriptor());
+  }
+  wire::set_payload(c.frame.header, flags, c.frame.payload.size() + c.frame.trailer.size());
 }
 
 void client_connection::send_release(call_slot& c) {
@@ -271,7 +327,7 @@ void client_connection::send_release(call_slot& c) {
   }
   // A cancel frame still queued becomes the release: the server has answered already.
   wire::encode({wire::frame_kind::release, 0, c.id, 0, 0}, c.frame.header);
-  c.frame.payload = asio::const_buffer();
+  c.frame.payload = c.frame.trailer = asio::const_buffer();
   if (c.frame.where == outgoing_frame::place::none) {
     writer_.push(c.frame);
     kick();
@@ -294,6 +350,8 @@ void client_connection::fail(const error_code& ec, from origin) {
   calls_.for_each_in_use([&](std::uint64_t, call_slot& c) {
     if (c.op && !c.held)
       finish(c, ec, false, origin);
+    else if (c.held && c.request_out && !c.reading) // held for the server's writes, which
+      deliver(c, *c.held, c.held_with_response, origin); // the closed transport stops
   });
   writer_.drop_queued(); // cancel frames
   calls_.for_each_in_use([&](std::uint64_t, call_slot& c) { maybe_release(c); });
@@ -316,8 +374,10 @@ void client_connection::on_written(void* p, const error_code& ec, std::size_t) {
         c->request_out = true;
         self.deliver_held(*c);
         // Ended (cancelled, deadline) while its request was written: the server has it.
-        if (!c->op && !c->answered && !ec)
+        if ((!c->op || c->held) && !c->answered && !ec)
           self.send_cancel(*c);
+        if (c->held && self.server_may_write(*c))
+          self.hold_for_server(*c);
       }
       if (std::exchange(c->release_pending, false))
         self.send_release(*c);
@@ -379,6 +439,24 @@ bool client_connection::take_frame() {
     return true;
   }
   c->answered = true;
+  if (h.flags == wire::flag_written) {
+    // The handler wrote the reply into the caller's buffer already (its length: the word).
+    if (!c->reply_exposed) {
+      fail(make_error_code(errc::protocol_error), from::completion_path);
+      return true;
+    }
+    if (c->op && !c->held) {
+      if (h.word > c->op.into().size()) {
+        fail(make_error_code(errc::protocol_error), from::completion_path);
+        return true;
+      }
+      c->reply_length = h.word;
+      finish(*c, error_code(), true, from::completion_path);
+    }
+    deliver_held(*c); // an end that waited for the server's answer
+    maybe_release(*c);
+    return true;
+  }
   if (h.flags == wire::flag_bulk) {
     if (!rdma_) {
       fail(make_error_code(errc::protocol_error), from::completion_path);
@@ -393,6 +471,7 @@ bool client_connection::take_frame() {
   if (ended || too_large) {
     if (!ended)
       finish(*c, make_error_code(errc::response_too_large), false, from::completion_path);
+    deliver_held(*c); // an end that waited for the server's answer
     maybe_release(*c);
     discard_left_ = h.length;
     return true;
@@ -457,6 +536,7 @@ void client_connection::pull_reply(call_slot& c) {
   if (ended || from.length > c.op.room(options_.max_response_size)) {
     if (!ended)
       finish(c, make_error_code(errc::response_too_large), false, from::completion_path);
+    deliver_held(c); // an end that waited for the server's answer
     send_release(c);
     return maybe_release(c);
   }

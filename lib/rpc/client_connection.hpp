@@ -14,7 +14,10 @@
 // a request's memory stays registered until the server answers (the server may read it
 // until then, even after the call ended: it never writes it), and a bulk reply is read
 // straight into its destination, then released. On such a connection a call's slot is
-// kept until the server has answered it, so a bulk reply always finds its call.
+// kept until the server has answered it, so a bulk reply always finds its call. A reply
+// buffer exposed to the server's writes (call_options::expose_reply_buffer) holds its
+// call's end until the server has answered; a server that has not answered within
+// exposure_grace of that end loses the connection, which stops its writes.
 #pragma once
 
 #include "rpc/bulk_transfer.hpp"
@@ -95,7 +98,9 @@ private:
     bool reading = false;             // that frame's payload is being read into `response`
     std::optional<boost::system::error_code> held; // an end waiting for the request's write
     bool held_with_response = false;
+    boost::asio::const_buffer request;        // the caller's request bytes
     std::unique_ptr<exposed_payload> exposed; // a bulk request's memory
+    std::unique_ptr<exposed_payload> reply_exposed; // the caller's reply buffer, writable
     descriptor_bytes bulk_reply{};            // a bulk reply's descriptor, as read
     bool release_pending = false; // a release frame waits for the frame being written
   };
@@ -128,7 +133,10 @@ private:
   bool read_payload(call_slot& c, std::span<std::byte> into);
   void payload_done(call_slot& c);
   bool wants_bulk(std::size_t bytes) const noexcept;
-  boost::system::error_code expose_request(call_slot& c);
+  boost::system::error_code expose(call_slot& c);
+  void shape_request(call_slot& c);
+  bool server_may_write(const call_slot& c) const noexcept;
+  void hold_for_server(call_slot& c);
   void pull_reply(call_slot& c);
   static void on_pulled(void* owner, const boost::system::error_code& ec, std::size_t);
   void send_release(call_slot& c);

@@ -20,6 +20,7 @@ struct outgoing_frame {
   enum class place : std::uint8_t { none, queued, writing };
   wire::header_bytes header{};
   boost::asio::const_buffer payload;
+  boost::asio::const_buffer trailer; // more payload after it (a reply buffer's descriptor)
   outgoing_frame* next = nullptr;
   place where = place::none;
   /// Its owner's tag (a client's call id), for the owner to find it again when written.
@@ -76,6 +77,8 @@ public:
       buffers_[n++] = boost::asio::buffer(f->header);
       if (f->payload.size() != 0)
         buffers_[n++] = f->payload;
+      if (f->trailer.size() != 0)
+        buffers_[n++] = f->trailer;
       last = f;
       head_ = f->next;
       ++frames;
@@ -109,7 +112,7 @@ private:
   outgoing_frame* head_ = nullptr;
   outgoing_frame* tail_ = nullptr;
   outgoing_frame* batch_ = nullptr;
-  std::array<boost::asio::const_buffer, 2 * max_batch> buffers_;
+  std::array<boost::asio::const_buffer, 3 * max_batch> buffers_;
 };
 
 } // namespace asio_rdma::rpc::detail

@@ -5,7 +5,8 @@
 //   offset size field
 //        0    2 magic 0x52 0x50 ("RP")
 //        2    1 kind (frame_kind)
-//        3    1 flags: bulk (1) on a request or reply; others refused
+//        3    1 flags: bulk (1) on a request or reply; reply buffer (2) on a request;
+//                 written (4) on a reply; others refused
 //        4    4 length of the payload
 //        8    8 call id, never 0 (hello: the largest payload its sender takes)
 //       16    4 word: request: method id; error: rpc::errc; hello: protocol version
@@ -13,7 +14,10 @@
 //
 // All integers little-endian. A bulk frame's payload is a remote_buffer's encoding (24
 // bytes): the sender's registered memory holding the request or reply, for the receiver
-// to RDMA-read; a bulk reply's reader then sends a release frame.
+// to RDMA-read; a bulk reply's reader then sends a release frame. A request with a reply
+// buffer ends with one more descriptor: the caller's buffer, for the handler to
+// RDMA-write its reply into; a written reply then says so, with its length as its word
+// and no payload.
 #pragma once
 
 #include <asio_rdma/remote_buffer.hpp>
@@ -34,6 +38,12 @@ inline constexpr std::size_t header_size = 24;
 inline constexpr std::uint32_t version = 2;
 /// A request or reply whose payload is the descriptor of the bytes (remote_buffer).
 inline constexpr std::uint8_t flag_bulk = 1;
+/// A request whose payload ends with the descriptor of the caller's reply buffer.
+inline constexpr std::uint8_t flag_reply_buffer = 2;
+/// A reply written into that buffer already: word = its length, no payload.
+inline constexpr std::uint8_t flag_written = 4;
+/// A descriptor's size on the wire.
+inline constexpr std::size_t descriptor_size = remote_buffer::encoded_size;
 /// A hello's features: its sender reads bulk payloads by RDMA read (it is on RDMA).
 inline constexpr std::uint32_t feature_bulk = 1;
 using header_bytes = std::array<std::byte, header_size>;
@@ -74,21 +84,41 @@ inline void encode(const frame_header& h, header_bytes& out) noexcept {
   boost::endian::store_little_u32(p + 20, h.deadline_ms);
 }
 
-/// Makes an encoded request or reply a bulk one: its payload is a descriptor now.
-inline void mark_bulk(header_bytes& out) noexcept {
+/// Sets an encoded frame's flags and payload length.
+inline void set_payload(header_bytes& out, std::uint8_t flags, std::size_t length) noexcept {
   auto* p = reinterpret_cast<unsigned char*>(out.data());
-  p[3] = flag_bulk;
-  boost::endian::store_little_u32(p + 4, static_cast<std::uint32_t>(remote_buffer::encoded_size));
+  p[3] = flags;
+  boost::endian::store_little_u32(p + 4, static_cast<std::uint32_t>(length));
+}
+
+/// Whether a header's flags are known for its kind, with a payload that fits them.
+inline bool flags_fit(const frame_header& h) noexcept {
+  const std::size_t d = descriptor_size;
+  switch (h.flags) {
+  case 0:
+    return true;
+  case flag_bulk:
+    return (h.kind == frame_kind::request || h.kind == frame_kind::reply) && h.length == d;
+  case flag_reply_buffer:
+    return h.kind == frame_kind::request && h.length >= d;
+  case flag_bulk | flag_reply_buffer:
+    return h.kind == frame_kind::request && h.length == 2 * d;
+  case flag_written:
+    return h.kind == frame_kind::reply && h.length == 0;
+  default:
+    return false;
+  }
 }
 
 /// Reads a peer's header: errc::protocol_error unless the magic, the kind and the flags
-/// are known (bulk only on a request or reply, then with a descriptor's length), a cancel
-/// or release carries no payload and the call id is not 0.
+/// are known (on a request: bulk, reply buffer or both, with room for their descriptors;
+/// on a reply: bulk with a descriptor, or written with no payload), a cancel or release
+/// carries no payload and the call id is not 0.
 /// Lengths are the caller's to check against its limits.
 inline boost::system::error_code parse(std::span<const std::byte, header_size> in,
                                        frame_header& h) noexcept {
   const auto* p = reinterpret_cast<const unsigned char*>(in.data());
-  if (p[0] != 0x52 || p[1] != 0x50 || (p[3] & ~flag_bulk) != 0)
+  if (p[0] != 0x52 || p[1] != 0x50)
     return make_error_code(errc::protocol_error);
   if (p[2] < static_cast<unsigned char>(frame_kind::hello) ||
       p[2] > static_cast<unsigned char>(frame_kind::release))
@@ -101,9 +131,7 @@ inline boost::system::error_code parse(std::span<const std::byte, header_size> i
   h.flags = p[3];
   if ((h.kind == frame_kind::cancel || h.kind == frame_kind::release) && h.length != 0)
     return make_error_code(errc::protocol_error);
-  if (h.flags == flag_bulk &&
-      ((h.kind != frame_kind::request && h.kind != frame_kind::reply) ||
-       h.length != remote_buffer::encoded_size))
+  if (!flags_fit(h))
     return make_error_code(errc::protocol_error);
   if (h.call_id == 0)
     return make_error_code(errc::protocol_error);

@@ -5,7 +5,9 @@
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
+#include <limits>
 #include <string>
 
 namespace asio_rdma::rpc::detail {
@@ -68,6 +70,7 @@ void server_connection::on_hello(void* p, const error_code& ec, std::size_t) {
   // Our hello answers either way: a client of another version reads it and gives up.
   self.close_after_hello_ = h.word != wire::version;
   self.client_pulls_ = self.rdma_ && (h.deadline_ms & wire::feature_bulk) != 0;
+  self.client_max_reply_ = static_cast<std::size_t>(h.call_id);
   // Our features: over RDMA we read bulk requests.
   wire::encode({wire::frame_kind::hello, 0, self.server_->options().max_request_size,
                 wire::version, self.rdma_ ? wire::feature_bulk : 0u},
@@ -130,7 +133,7 @@ bool server_connection::take_frame() {
     return true;
   }
   if (h.kind != wire::frame_kind::request || h.length > server_->options().max_request_size ||
-      calls_.contains(h.call_id) || (h.flags == wire::flag_bulk && !rdma_)) {
+      calls_.contains(h.call_id) || (h.flags != 0 && !rdma_)) {
     fail();
     return false;
   }
@@ -174,9 +177,10 @@ bool server_connection::take_request() {
   c.id = h.call_id;
   c.method = m;
   c.frame.tag = h.call_id;
-  c.bulk = h.flags == wire::flag_bulk;
+  c.bulk = (h.flags & wire::flag_bulk) != 0;
+  c.has_reply_buffer = (h.flags & wire::flag_reply_buffer) != 0;
   std::span<std::byte> into = c.descriptor; // a bulk request's payload: its descriptor
-  if (!c.bulk) {
+  if (!c.bulk || c.has_reply_buffer) { // (with a reply buffer: taken apart when read)
     c.request.resize(h.length);
     into = c.request;
   }
@@ -207,6 +211,8 @@ void server_connection::on_request(void* p, const error_code& ec, std::size_t) {
 }
 
 void server_connection::request_done(call& c) {
+  if (!take_payload(c))
+    return fail();
   if (server_->draining())
     send(c, wire::frame_kind::error, static_cast<std::uint32_t>(errc::server_draining));
   else if (!c.method)
@@ -223,6 +229,31 @@ void server_connection::request_done(call& c) {
     c.source.in_memory(c.request_bytes());
     run(c);
   }
+}
+
+// The request's payload, read: a reply buffer's descriptor is taken off its end (a bulk
+// request's own descriptor is what remains), and the reply's sink set. False if a
+// descriptor is malformed.
+bool server_connection::take_payload(call& c) {
+  if (std::exchange(c.payload_taken, true))
+    return true;
+  if (c.has_reply_buffer) {
+    const std::size_t rest = c.request.size() - wire::descriptor_size;
+    descriptor_bytes theirs;
+    std::memcpy(theirs.data(), c.request.data() + rest, theirs.size());
+    const auto where = parse_descriptor(theirs, std::numeric_limits<std::uint32_t>::max());
+    if (!where)
+      return false;
+    c.sink.to_peer(*rdma_, *where);
+    c.request.resize(rest);
+    if (c.bulk) {
+      std::memcpy(c.descriptor.data(), c.request.data(), c.descriptor.size());
+      c.request.clear();
+    }
+  } else {
+    c.sink.in_memory(client_max_reply_);
+  }
+  return true;
 }
 
 // A bulk request: its bytes are RDMA-read from the client's memory, then it runs.
@@ -314,8 +345,43 @@ void server_connection::run(call& c) {
 void server_connection::handler_done(call& c, std::uint32_t status, std::string_view message) {
   c.running = false;
   c.timer.cancel();
+  if (c.sink.in_flight() == 0)
+    return answer(c, status, message);
+  // Writes into the caller's buffer are still landing: the answer waits for them, so that
+  // none lands once the caller has its buffer back.
+  c.outcome = status;
+  c.outcome_message = message;
+  c.sink.when_drained({&on_drained, std::make_shared<owner>(owner{shared_from_this(), c.id})});
+}
+
+void server_connection::on_drained(void* p, const error_code&, std::size_t) {
+  auto& o = *static_cast<owner*>(p);
+  auto it = o.self->calls_.find(o.id); // kept while its writes drain
+  call& c = *it->second;
+  o.self->answer(c, c.outcome, c.outcome_message);
+}
+
+// The handler's outcome, once no write of its is in flight: the reply it returned, or
+// wrote through reply_bulk(), or its error.
+void server_connection::answer(call& c, std::uint32_t status, std::string_view message) {
   if (closed_)
     return drop(c);
+  if (status == 0 && c.sink.used()) {
+    if (!c.response.empty())
+      return fail_call(c, errc::handler_failed,
+                       "a handler that writes its reply through reply_bulk() returns no bytes");
+    if (!c.sink.into_peer()) {
+      c.response.swap(c.sink.bytes());
+      return send(c, wire::frame_kind::reply, 0);
+    }
+    // Written into the caller's buffer: the reply says how much.
+    wire::encode({wire::frame_kind::reply, 0, c.id, static_cast<std::uint32_t>(c.sink.length()), 0,
+                  wire::flag_written},
+                 c.frame.header);
+    c.frame.payload = asio::const_buffer();
+    writer_.push(c.frame);
+    return kick();
+  }
   if (status == 0)
     return send(c, wire::frame_kind::reply, 0);
   if (c.context.cancelled() && status == static_cast<std::uint32_t>(errc::handler_failed))
@@ -375,13 +441,14 @@ bool server_connection::expose_reply(call& c) {
   if (!client_pulls_ || threshold == 0 || c.response.size() < threshold)
     return true;
   error_code ec;
-  c.exposed = std::make_unique<exposed_payload>(*rdma_, asio::buffer(c.response), ec);
+  c.exposed = std::make_unique<exposed_payload>(*rdma_, asio::buffer(c.response),
+                                                exposed_payload::peer_may::read, ec);
   if (ec) {
     c.exposed.reset();
     fail_call(c, errc::handler_failed, "the reply could not be registered: " + ec.message());
     return false;
   }
-  wire::mark_bulk(c.frame.header);
+  wire::set_payload(c.frame.header, wire::flag_bulk, wire::descriptor_size);
   c.frame.payload = asio::buffer(c.exposed->descriptor());
   c.awaiting_release = true;
   return true;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "rpc/bulk_transfer.hpp"
+#include "rpc/reply_sink.hpp"
 #include "rpc/request_source.hpp"
 #include "rpc/frame_reader.hpp"
 #include "rpc/frame_writer.hpp"
@@ -46,11 +47,14 @@ private:
   struct call {
     call(const boost::asio::any_io_executor& ex, std::string_view method,
          std::chrono::steady_clock::time_point deadline)
-        : source(ex), context(method, deadline, bulk_request(&source, ex)), timer(ex) {}
+        : source(ex), sink(ex),
+          context(method, deadline, bulk_request(&source, ex), bulk_reply(&sink, ex)),
+          timer(ex) {}
     std::uint64_t id = 0;
     const method_entry* method = nullptr;
     std::vector<std::byte> request, response;
     request_source source; // the request for context.request_bulk()
+    reply_sink sink;       // the reply for context.reply_bulk()
     call_context context;
     errc cancel_reason = errc::cancelled;
     // Shared with the handler's completion, which the coroutine's slot is bound to.
@@ -63,6 +67,10 @@ private:
     bool pulling = false;          // its request is being RDMA-read
     bool cancel_requested = false; // a cancel came while it was
     bool awaiting_release = false; // its bulk reply is written; the client reads it
+    bool has_reply_buffer = false; // its request ends with the caller's reply buffer
+    bool payload_taken = false;    // request_done() has taken the request's payload apart
+    std::uint32_t outcome = 0;     // the handler's, while its writes drain
+    std::string outcome_message;
     descriptor_bytes descriptor{};
     std::unique_ptr<bulk_buffer> pulled;      // a bulk request's bytes (the first
     std::size_t pulled_length = 0;            // pulled_length of it)
@@ -92,6 +100,9 @@ private:
   void keep_spare(std::unique_ptr<bulk_buffer> b);
   void run(call& c);
   void handler_done(call& c, std::uint32_t status, std::string_view message);
+  static void on_drained(void* owner, const boost::system::error_code&, std::size_t);
+  void answer(call& c, std::uint32_t status, std::string_view message);
+  bool take_payload(call& c);
   void cancel(call& c, errc reason);
   void send(call& c, wire::frame_kind kind, std::uint32_t word);
   /// Answers `c` with an error frame carrying `message` (cut to the longest message).
@@ -114,6 +125,7 @@ private:
   outgoing_frame hello_;
   asio_rdma::connection* rdma_ = nullptr; // the transport's, for bulk payloads
   bool client_pulls_ = false;             // the client's hello offers bulk replies
+  std::size_t client_max_reply_ = 0;      // the client's hello's largest reply
   // Buffers bulk requests were read into, kept for the next ones (at most
   // max_spare_bytes in all).
   std::vector<std::unique_ptr<bulk_buffer>> spare_;

@@ -62,13 +62,25 @@ BOOST_AUTO_TEST_CASE(bulk_frames_carry_a_descriptor_and_only_requests_and_replie
   BOOST_TEST(!parses(wire::frame_kind::request, descriptor + 1, std::byte{1})); // not a descriptor
   BOOST_TEST(!parses(wire::frame_kind::error, descriptor, std::byte{1}));
   BOOST_TEST(!parses(wire::frame_kind::cancel, 0, std::byte{1}));
-  BOOST_TEST(!parses(wire::frame_kind::request, descriptor, std::byte{2})); // unknown flag
+  BOOST_TEST(!parses(wire::frame_kind::request, descriptor, std::byte{8})); // unknown flag
   BOOST_TEST(parses(wire::frame_kind::release, 0, std::byte{0}));
   BOOST_TEST(!parses(wire::frame_kind::release, 1, std::byte{0}));
-  // mark_bulk turns an encoded request into a bulk one.
+  // A reply buffer's descriptor ends a request: after its bytes, or after its own.
+  BOOST_TEST(parses(wire::frame_kind::request, descriptor, std::byte{2}));
+  BOOST_TEST(parses(wire::frame_kind::request, descriptor + 100, std::byte{2}));
+  BOOST_TEST(!parses(wire::frame_kind::request, descriptor - 1, std::byte{2}));
+  BOOST_TEST(parses(wire::frame_kind::request, 2 * descriptor, std::byte{3}));
+  BOOST_TEST(!parses(wire::frame_kind::request, descriptor, std::byte{3}));
+  BOOST_TEST(!parses(wire::frame_kind::reply, descriptor, std::byte{2}));
+  // A written reply has no payload, and only a reply is one.
+  BOOST_TEST(parses(wire::frame_kind::reply, 0, std::byte{4}));
+  BOOST_TEST(!parses(wire::frame_kind::reply, 1, std::byte{4}));
+  BOOST_TEST(!parses(wire::frame_kind::request, 0, std::byte{4}));
+  BOOST_TEST(!parses(wire::frame_kind::reply, descriptor, std::byte{5}));
+  // set_payload turns an encoded request into a bulk one.
   wire::header_bytes b;
   wire::encode({wire::frame_kind::request, 1 << 20, 9, 1, 0}, b);
-  wire::mark_bulk(b);
+  wire::set_payload(b, wire::flag_bulk, descriptor);
   wire::frame_header r;
   BOOST_TEST(!wire::parse(b, r));
   BOOST_TEST((r.flags == wire::flag_bulk && r.length == descriptor && r.word == 1u));

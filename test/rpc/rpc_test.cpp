@@ -256,6 +256,200 @@ BOOST_AUTO_TEST_CASE(a_handler_reads_its_request_piecewise) {
   });
 }
 
+namespace {
+/// A method that writes a reply of the length its request names (8 bytes) through
+/// reply_bulk(), in 100,000-byte pieces, the second half before the first; with a `pause`
+/// between pieces, deaf to its cancellation (so it writes after a cancel).
+rpc::method_handler produce(std::chrono::milliseconds pause = std::chrono::milliseconds(0)) {
+  return [pause](std::span<const std::byte> request, rpc::call_context& ctx)
+             -> asio::awaitable<std::vector<std::byte>> {
+    if (pause.count())
+      co_await asio::this_coro::reset_cancellation_state(asio::disable_cancellation());
+    std::uint64_t n = 0;
+    std::memcpy(&n, request.data(), std::min(request.size(), sizeof n));
+    auto& reply = ctx.reply_bulk();
+    constexpr std::size_t piece = 100000;
+    const std::size_t pieces = (n + piece - 1) / piece;
+    std::vector<std::size_t> order;
+    for (std::size_t i = pieces / 2; i < pieces; ++i)
+      order.push_back(i);
+    for (std::size_t i = 0; i < pieces / 2; ++i)
+      order.push_back(i);
+    for (std::size_t i : order) {
+      const std::size_t at = i * piece, len = std::min<std::size_t>(piece, n - at);
+      const auto bytes = patterned(n, n); // the whole reply, to cut the piece from
+      auto [ec, written] = co_await reply.async_write(at, asio::buffer(bytes.data() + at, len),
+                                                      asio::as_tuple(asio::use_awaitable));
+      if (ec)
+        throw boost::system::system_error(ec);
+      if (pause.count())
+        co_await sleep_for(pause);
+    }
+    co_return std::vector<std::byte>();
+  };
+}
+
+std::vector<std::byte> length_request(std::uint64_t n) {
+  std::vector<std::byte> r(sizeof n);
+  std::memcpy(r.data(), &n, sizeof n);
+  return r;
+}
+} // namespace
+
+// A handler that writes its reply piecewise (a bulk handle): into a vector, into a buffer,
+// and into a buffer exposed to the server's writes (over RDMA: RDMA writes straight into
+// it); a write past the room and a handler that also returns bytes fail clearly.
+BOOST_AUTO_TEST_CASE(a_handler_writes_its_reply_piecewise) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("produce", produce());
+    s.add_method("overrun", [](std::span<const std::byte>, rpc::call_context& ctx)
+                                -> asio::awaitable<std::vector<std::byte>> {
+      const std::byte one{1};
+      co_await ctx.reply_bulk().async_write(ctx.reply_bulk().size(), asio::buffer(&one, 1),
+                                            asio::use_awaitable);
+      co_return std::vector<std::byte>();
+    });
+    s.add_method("both", [](std::span<const std::byte>, rpc::call_context& ctx)
+                             -> asio::awaitable<std::vector<std::byte>> {
+      const std::byte one{1};
+      co_await ctx.reply_bulk().async_write(0, asio::buffer(&one, 1), asio::use_awaitable);
+      co_return std::vector<std::byte>(3);
+    });
+    rpc::client c(io.get_executor(), listen_here(s));
+    auto t = asio::as_tuple(asio::use_awaitable);
+    rpc::call_options exposed;
+    exposed.expose_reply_buffer = true;
+    for (std::uint64_t n : {std::uint64_t(1), std::uint64_t(250000), std::uint64_t(3) << 20}) {
+      const auto expected = patterned(n, n);
+      const auto request = length_request(n);
+      auto [ec, reply] = co_await c.async_call("produce", asio::buffer(request), t);
+      BOOST_TEST(!ec, n << " B: " << ec.message());
+      BOOST_TEST((reply == expected), n << " B into a vector");
+      for (bool expose : {false, true}) {
+        std::vector<std::byte> into(n + 1000, std::byte{0});
+        auto [ec2, got] = co_await c.async_call("produce", asio::buffer(request),
+                                                asio::buffer(into),
+                                                expose ? exposed : rpc::call_options(), t);
+        BOOST_TEST(!ec2, n << " B: " << ec2.message());
+        BOOST_TEST(got == n);
+        BOOST_TEST(std::equal(expected.begin(), expected.end(), into.begin()),
+                   n << " B into a buffer, exposed " << expose);
+      }
+    }
+    std::vector<std::byte> into(1000);
+    auto [e1, r1] = co_await c.async_call("overrun", asio::buffer(into), asio::buffer(into),
+                                          exposed, t);
+    BOOST_TEST(e1 == rpc::errc::response_too_large);
+    auto [e2, r2] = co_await c.async_call("both", asio::buffer(into), t);
+    BOOST_TEST(e2 == rpc::errc::handler_failed);
+    BOOST_TEST(rpc::message_of(r2).find("reply_bulk") != std::string_view::npos);
+    co_await sleep_for(std::chrono::milliseconds(20));
+    BOOST_TEST(s.calls_in_flight() == 0u);
+  });
+}
+
+// A cancelled call whose buffer the server may write: it completes once the server has
+// answered, and its buffer is never written after that; a server that does not answer
+// within a second of the cancel loses the connection, which stops its writes.
+BOOST_AUTO_TEST_CASE(an_exposed_buffer_is_never_written_once_its_call_has_ended) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("produce", produce(std::chrono::milliseconds(30)));
+    bool stalling = true;
+    s.add_method("stall", [&](std::span<const std::byte>, rpc::call_context& ctx)
+                              -> asio::awaitable<std::vector<std::byte>> {
+      co_await asio::this_coro::reset_cancellation_state(asio::disable_cancellation());
+      const std::byte one{1};
+      co_await ctx.reply_bulk().async_write(0, asio::buffer(&one, 1), asio::use_awaitable);
+      while (stalling) // deaf to its cancellation
+        co_await sleep_for(std::chrono::milliseconds(10));
+      co_return std::vector<std::byte>();
+    });
+    rpc::client c(io.get_executor(), listen_here(s));
+    rpc::call_options exposed;
+    exposed.expose_reply_buffer = true;
+    const std::uint64_t n = 2000000; // 20 pieces, 30 ms apart
+    const auto request = length_request(n);
+    std::vector<std::byte> into(n, std::byte{0});
+    asio::cancellation_signal cancel;
+    bool done = false;
+    error_code outcome;
+    auto cancelled_at = std::chrono::steady_clock::now();
+    auto completed_at = cancelled_at;
+    c.async_call("produce", asio::buffer(request), asio::buffer(into), exposed,
+                 asio::bind_cancellation_slot(cancel.slot(), [&](error_code ec, std::size_t) {
+                   outcome = ec;
+                   done = true;
+                   completed_at = std::chrono::steady_clock::now();
+                   std::fill(into.begin(), into.end(), std::byte{0xa5}); // the caller's again
+                 }));
+    co_await sleep_for(std::chrono::milliseconds(100));
+    cancelled_at = std::chrono::steady_clock::now();
+    cancel.emit(asio::cancellation_type::terminal);
+    co_await wait_until(done);
+    co_await sleep_for(std::chrono::milliseconds(800)); // the handler's last writes would land now
+    BOOST_TEST(outcome == asio::error::operation_aborted);
+    BOOST_TEST(std::all_of(into.begin(), into.end(), [](std::byte b) { return b == std::byte{0xa5}; }));
+    const double after_cancel_ms =
+        std::chrono::duration<double, std::milli>(completed_at - cancelled_at).count();
+    BOOST_TEST_MESSAGE("completed " << after_cancel_ms << " ms after the cancel");
+    BOOST_TEST(c.is_connected());
+
+    // A handler deaf to the cancel: the connection goes after a second, the call with it.
+    error_code other;
+    bool other_done = false;
+    c.async_call("stall", asio::buffer(request), [&](error_code ec, std::vector<std::byte>) {
+      other = ec;
+      other_done = true;
+    });
+    done = false;
+    std::fill(into.begin(), into.end(), std::byte{0});
+    c.async_call("stall", asio::buffer(request), asio::buffer(into), exposed,
+                 asio::bind_cancellation_slot(cancel.slot(), [&](error_code ec, std::size_t) {
+                   outcome = ec;
+                   done = true;
+                   completed_at = std::chrono::steady_clock::now();
+                 }));
+    co_await sleep_for(std::chrono::milliseconds(100));
+    cancelled_at = std::chrono::steady_clock::now();
+    cancel.emit(asio::cancellation_type::terminal);
+    co_await wait_until(done);
+    const double waited = std::chrono::duration<double>(completed_at - cancelled_at).count();
+    BOOST_TEST(outcome == asio::error::operation_aborted);
+#ifdef RPC_TEST_RDMA
+    co_await wait_until(other_done);
+    BOOST_TEST((waited >= 0.9 && waited < 3.0), waited << " s");
+    BOOST_TEST(other == asio::error::timed_out, other.message());
+#else
+    // Over TCP nothing is exposed: the call ends at once, the other goes on.
+    BOOST_TEST(waited < 0.5, waited << " s");
+#endif
+    stalling = false;
+    co_await wait_until(other_done);
+    co_await sleep_for(std::chrono::milliseconds(50));
+  });
+}
+
+// A small request whose reply is large (bulk over RDMA), and the other way round.
+BOOST_AUTO_TEST_CASE(a_small_request_with_a_large_reply_and_back) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("big", [](std::span<const std::byte> r, rpc::call_context&)
+                            -> asio::awaitable<std::vector<std::byte>> {
+      co_return patterned(r.size(), r.size() < 1000 ? 250000 : 10);
+    });
+    rpc::client c(io.get_executor(), listen_here(s));
+    auto t = asio::as_tuple(asio::use_awaitable);
+    for (std::size_t size : {std::size_t(8), std::size_t(250000)}) {
+      const auto request = patterned(size, size);
+      auto [ec, reply] = co_await c.async_call("big", asio::buffer(request), t);
+      BOOST_TEST(!ec, size << " B: " << ec.message());
+      BOOST_TEST((reply == patterned(size, size < 1000 ? 250000 : 10)), size << " B");
+    }
+  });
+}
+
 #ifdef RPC_TEST_RDMA
 // The bulk protocol as a hand-made peer speaks it (a stream and its connection's RDMA
 // reads), so that it is asserted on the wire, not only end to end: a large request is
@@ -266,6 +460,7 @@ BOOST_AUTO_TEST_CASE(bulk_payloads_on_the_wire_as_a_peer_sees_them) {
   run(io, [&]() -> asio::awaitable<void> {
     rpc::server s(io.get_executor());
     s.add_method("echo", echo);
+    s.add_method("produce", produce());
     const auto url = listen_here(s);
     rpc::client good(io.get_executor(), url);
     const auto hi = bytes_of("unaffected");
@@ -326,6 +521,29 @@ BOOST_AUTO_TEST_CASE(bulk_payloads_on_the_wire_as_a_peer_sees_them) {
       for (int i = 0; i < 2000 && s.calls_in_flight() != 0; ++i)
         co_await sleep_for(std::chrono::milliseconds(1));
       BOOST_TEST(s.calls_in_flight() == 0u);
+
+      // A request that exposes a reply buffer: the handler's writes land in it, and the
+      // reply only says how much.
+      {
+        const std::uint64_t n = 250000;
+        const auto ask = length_request(n);
+        std::vector<std::byte> buffer(n + 100, std::byte{0});
+        asio_rdma::memory_region writable(conn, std::span<std::byte>(buffer),
+                                          asio_rdma::access::local_write |
+                                              asio_rdma::access::remote_write);
+        const auto where = writable.remote().encode();
+        wire::encode({wire::frame_kind::request, 8 + 24, 79, rpc::method_id("produce"), 5000,
+                      wire::flag_reply_buffer}, h);
+        std::array<asio::const_buffer, 3> frame{asio::buffer(h), asio::buffer(ask),
+                                                asio::buffer(where)};
+        co_await asio::async_write(p.s, frame, t);
+        co_await asio::async_read(p.s, asio::buffer(h), t);
+        BOOST_TEST(!wire::parse(h, got));
+        BOOST_TEST((got.kind == wire::frame_kind::reply && got.flags == wire::flag_written &&
+                    got.call_id == 79u && got.length == 0u && got.word == n));
+        const auto expected = patterned(n, n);
+        BOOST_TEST(std::equal(expected.begin(), expected.end(), buffer.begin()));
+      }
 
       // A descriptor past the end of the peer's memory: the server's read fails, and it
       // closes this connection.

@@ -109,6 +109,15 @@ struct call_options {
   /// client_options::retry says. Off: a call is sent at most once, never retried.
   /// (A retried call costs one allocation for its retry state; others cost none.)
   bool idempotent = false;
+  /// Over RDMA, for a call whose reply goes into the caller's buffer: the buffer is
+  /// registered for the server to write into, so a handler that writes its reply through
+  /// call_context::reply_bulk() puts it there piecewise by RDMA write, without holding it
+  /// whole (docs/rpc.md, "Bulk payloads"). The call then completes only once the server
+  /// has answered, even when cancelled or past its deadline, since the handler may write
+  /// until then; a server that has not answered 1 s after that loses its connection (which
+  /// stops any write), and the connection's other calls fail with asio::error::timed_out.
+  /// Ignored over TCP (the reply then comes through the stream).
+  bool expose_reply_buffer = false;
 };
 
 } // namespace asio_rdma::rpc

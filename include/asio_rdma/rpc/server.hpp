@@ -32,6 +32,28 @@ void start_request_read(request_source* source, std::size_t offset,
                                                                   std::size_t)>&& op);
 std::size_t request_size(const request_source* source) noexcept;
 
+class reply_sink;
+void start_reply_write(reply_sink* sink, std::size_t offset, boost::asio::const_buffer bytes,
+                       asio_rdma::detail::pending_operation<void(boost::system::error_code,
+                                                                 std::size_t)>&& op);
+std::size_t reply_room(const reply_sink* sink) noexcept;
+
+class initiate_reply_write
+    : public asio_rdma::detail::io_initiation<reply_sink*,
+                                              asio_rdma::detail::executor_held::by_value> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler>
+  void operator()(Handler&& handler, std::size_t offset, boost::asio::const_buffer bytes) const {
+    if (!impl_)
+      return closed(std::forward<Handler>(handler), boost::asio::error::bad_descriptor,
+                    std::size_t(0));
+    start_reply_write(impl_, offset, bytes,
+                      pending<void(boost::system::error_code, std::size_t)>(
+                          std::forward<Handler>(handler)));
+  }
+};
+
 class initiate_request_read
     : public asio_rdma::detail::io_initiation<request_source*,
                                               asio_rdma::detail::executor_held::by_value> {
@@ -90,6 +112,48 @@ private:
   executor_type ex_;
 };
 
+/// A call's reply as a bulk handle: written piecewise, at any offsets, from memory of the
+/// handler's (Mercury's HG_Bulk_transfer push). When the caller gave a buffer with
+/// call_options::expose_reply_buffer (over RDMA), each write is an RDMA write straight
+/// into the caller's buffer: a handler can produce a reply larger than it wants to hold
+/// (send a file as it reads it). Otherwise the writes collect in the server's memory and
+/// the reply travels as any other: the same handler code runs over TCP.
+///
+/// A handler that writes through it returns an empty vector: the reply is what it wrote,
+/// up to the end of its furthest write (bytes it skipped are zero, or whatever the
+/// caller's buffer held). Valid while the handler runs; writes may overlap in time.
+class bulk_reply {
+public:
+  using executor_type = boost::asio::any_io_executor;
+
+  /// The most bytes the reply may have: the caller's buffer, or the largest reply the
+  /// client takes (client_options::max_response_size).
+  std::size_t size() const noexcept { return detail::reply_room(sink_); }
+
+  /// Writes `bytes` at `offset` of the reply. Completion signature: void(error_code,
+  /// std::size_t bytes_written), all of them or none. Errors: errc::response_too_large
+  /// past size(); the connection's transport error if the write failed (the client's
+  /// connection is then lost). Not cancellable: a write completes (or fails) on its own,
+  /// soon. Over RDMA it registers `bytes` for the write (a system call): write pieces of
+  /// hundreds of KiB or more. `bytes` must not change until the write completes.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_write(std::size_t offset, boost::asio::const_buffer bytes,
+                   CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken,
+                                       void(boost::system::error_code, std::size_t)>(
+        detail::initiate_reply_write(sink_, ex_), token, offset, bytes);
+  }
+
+  /// \cond INTERNAL
+  bulk_reply(detail::reply_sink* sink, const executor_type& ex) noexcept
+      : sink_(sink), ex_(ex) {}
+  /// \endcond
+
+private:
+  detail::reply_sink* sink_;
+  executor_type ex_;
+};
+
 /// How a method takes its calls (server::add_method).
 struct method_options {
   /// Over RDMA, a bulk request is not read before the handler runs: the handler gets an
@@ -116,11 +180,13 @@ public:
   /// the only way to its bytes for a method with method_options::reads_request_piecewise
   /// given a bulk request.
   bulk_request& request_bulk() noexcept { return request_; }
+  /// The reply as a bulk handle, to write piecewise (bulk_reply).
+  bulk_reply& reply_bulk() noexcept { return reply_; }
 
   /// \cond INTERNAL
   call_context(std::string_view method, std::chrono::steady_clock::time_point deadline,
-               const bulk_request& request) noexcept
-      : method_(method), deadline_(deadline), request_(request) {}
+               const bulk_request& request, const bulk_reply& reply) noexcept
+      : method_(method), deadline_(deadline), request_(request), reply_(reply) {}
   void mark_cancelled() noexcept { cancelled_ = true; }
   /// \endcond
 
@@ -129,6 +195,7 @@ private:
   std::chrono::steady_clock::time_point deadline_;
   bool cancelled_ = false;
   bulk_request request_;
+  bulk_reply reply_;
 };
 
 /// A method: takes the request's bytes (valid until it returns) and its context, returns
