@@ -25,9 +25,6 @@ using boost::system::error_code;
 namespace {
 /// The longest message an error frame may carry.
 constexpr std::size_t max_error_message = 64 * 1024;
-/// How long a call whose reply buffer the server may write waits for the server's answer
-/// after it ended, before the connection is failed to stop those writes.
-constexpr auto exposure_grace = std::chrono::seconds(1);
 
 error_code error_of_exception(std::exception_ptr e) {
   try {
@@ -223,9 +220,9 @@ bool client_connection::server_may_write(const call_slot& c) const noexcept {
 }
 
 // The call has ended while the server may still write into its buffer: the end waits for
-// the server's answer (a cancel frame asks for it), within exposure_grace.
+// the server's answer (a cancel frame asks for it), within reply_buffer_grace.
 void client_connection::hold_for_server(call_slot& c) {
-  c.timer.expires_after(exposure_grace);
+  c.timer.expires_after(options_.reply_buffer_grace);
   c.timer.async_wait([self = shared_from_this(), id = c.id](const error_code& ec) {
     call_slot* held = ec ? nullptr : self->calls_.find(id);
     if (held && held->held && self->server_may_write(*held))

@@ -17,7 +17,7 @@
 // kept until the server has answered it, so a bulk reply always finds its call. A reply
 // buffer exposed to the server's writes (call_options::expose_reply_buffer) holds its
 // call's end until the server has answered; a server that has not answered within
-// exposure_grace of that end loses the connection, which stops its writes.
+// reply_buffer_grace of that end loses the connection, which stops its writes.
 #pragma once
 
 #include "rpc/bulk_transfer.hpp"

@@ -87,6 +87,8 @@ const char* client_options::invalid() const noexcept {
     return "max_response_size must be 1 B..4 GiB";
   if (retry.max_attempts == 0 || retry.backoff.count() < 0)
     return "retry.max_attempts must be positive and retry.backoff not negative";
+  if (reply_buffer_grace.count() <= 0)
+    return "reply_buffer_grace must be positive";
   return check_rdma(rdma_connection, rdma_stream);
 }
 

@@ -106,9 +106,9 @@ void fuzz_server(const std::uint8_t* data, std::size_t size) {
   o.max_calls_per_connection = 4;
   o.max_calls = 6;
   auto server = std::make_shared<rpc::detail::server_impl>(io.get_executor(), o);
-  server->add_method("echo", echo);
-  server->add_method("yield", yielding);
-  server->add_method("fail", failing);
+  server->add_method("echo", echo, rpc::method_options());
+  server->add_method("yield", yielding, rpc::method_options());
+  server->add_method("fail", failing, rpc::method_options());
   server->serve(std::make_unique<memory_transport>(io, data, size));
   io.run();
   FUZZ_CHECK(server->calls() == 0);

@@ -366,7 +366,12 @@ BOOST_AUTO_TEST_CASE(an_exposed_buffer_is_never_written_once_its_call_has_ended)
         co_await sleep_for(std::chrono::milliseconds(10));
       co_return std::vector<std::byte>();
     });
-    rpc::client c(io.get_executor(), listen_here(s));
+    const auto url = listen_here(s);
+    // A grace far longer than the handler's writes after the cancel (0.7 s in the VM, more
+    // under the sanitizers), so that the call ends with the server's answer.
+    rpc::client_options patient;
+    patient.reply_buffer_grace = std::chrono::seconds(20);
+    rpc::client c(io.get_executor(), url, patient);
     rpc::call_options exposed;
     exposed.expose_reply_buffer = true;
     const std::uint64_t n = 2000000; // 20 pieces, 30 ms apart
@@ -396,16 +401,18 @@ BOOST_AUTO_TEST_CASE(an_exposed_buffer_is_never_written_once_its_call_has_ended)
     BOOST_TEST_MESSAGE("completed " << after_cancel_ms << " ms after the cancel");
     BOOST_TEST(c.is_connected());
 
-    // A handler deaf to the cancel: the connection goes after a second, the call with it.
+    // A handler deaf to the cancel: the connection goes after the default grace (1 s), the
+    // call with it.
+    rpc::client hasty(io.get_executor(), url);
     error_code other;
     bool other_done = false;
-    c.async_call("stall", asio::buffer(request), [&](error_code ec, std::vector<std::byte>) {
+    hasty.async_call("stall", asio::buffer(request), [&](error_code ec, std::vector<std::byte>) {
       other = ec;
       other_done = true;
     });
     done = false;
     std::fill(into.begin(), into.end(), std::byte{0});
-    c.async_call("stall", asio::buffer(request), asio::buffer(into), exposed,
+    hasty.async_call("stall", asio::buffer(request), asio::buffer(into), exposed,
                  asio::bind_cancellation_slot(cancel.slot(), [&](error_code ec, std::size_t) {
                    outcome = ec;
                    done = true;
@@ -1179,6 +1186,10 @@ BOOST_AUTO_TEST_CASE(bad_endpoints_and_options_are_refused) {
                     boost::system::system_error);
   co = {};
   co.retry.max_attempts = 0;
+  BOOST_CHECK_THROW(rpc::client(io.get_executor(), "tcp://127.0.0.1:1", co),
+                    boost::system::system_error);
+  co = {};
+  co.reply_buffer_grace = std::chrono::milliseconds(0);
   BOOST_CHECK_THROW(rpc::client(io.get_executor(), "tcp://127.0.0.1:1", co),
                     boost::system::system_error);
   rpc::server s(io.get_executor());

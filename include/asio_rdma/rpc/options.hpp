@@ -73,6 +73,11 @@ struct client_options {
   /// its memory is registered for the server to RDMA-read (docs/rpc.md, "Bulk"). 0: never.
   /// Over TCP it travels in the stream either way.
   std::size_t bulk_threshold = 64 * 1024;
+  /// A call that exposed its reply buffer (call_options::expose_reply_buffer) and ended
+  /// (cancelled, deadline) waits this long for the server's answer, since the server may
+  /// write into the buffer until then; after it the connection is failed, which stops
+  /// those writes, and its other calls fail with asio::error::timed_out.
+  std::chrono::milliseconds reply_buffer_grace = std::chrono::seconds(1);
 
   /// Why these options are invalid, or nullptr.
   const char* invalid() const noexcept;
@@ -114,8 +119,9 @@ struct call_options {
   /// call_context::reply_bulk() puts it there piecewise by RDMA write, without holding it
   /// whole (docs/rpc.md, "Bulk payloads"). The call then completes only once the server
   /// has answered, even when cancelled or past its deadline, since the handler may write
-  /// until then; a server that has not answered 1 s after that loses its connection (which
-  /// stops any write), and the connection's other calls fail with asio::error::timed_out.
+  /// until then; a server that has not answered client_options::reply_buffer_grace (1 s)
+  /// after that loses its connection (which stops any write), and the connection's other
+  /// calls fail with asio::error::timed_out.
   /// Ignored over TCP (the reply then comes through the stream).
   bool expose_reply_buffer = false;
 };
