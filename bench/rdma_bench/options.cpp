@@ -205,6 +205,9 @@ void describe(CLI::App& app, settings& s) {
           "how completions are waited for (default event; busy with --raw-verbs)")
       ->type_name("event|busy|adaptive");
   client->add_flag("--bidirectional", s.bidirectional, "both sides send (send bandwidth)");
+  client->add_flag("--rpc-bulk-handles", s.rpc_bulk_handles,
+                   "--op rpc: echo through bulk handles (the reply RDMA-written into the "
+                   "caller's exposed buffer) instead of a returned vector");
   client->add_flag("--shared-queues", s.shared_queues,
                    "the client's connections share one completion queue and one shared receive "
                    "queue (asio_rdma::shared_queues)");

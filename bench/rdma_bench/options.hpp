@@ -69,6 +69,9 @@ struct settings {
   completion_mode completion = completion_mode::event; // raw verbs: busy unless given
   bool completion_given = false;
   bool bidirectional = false;
+  /// --op rpc: the echo through bulk handles (the client exposes its reply buffer, the
+  /// handler writes the request back through reply_bulk()) instead of a returned vector.
+  bool rpc_bulk_handles = false;
   std::uint32_t inline_size = 64;
   std::string json_path;
   bool quiet = false; // no progress lines

@@ -61,15 +61,18 @@ asio_rdma::connection_options options_for(const test_parameters& t) {
   return o;
 }
 
-awaitable<void> caller(rpc::client& c, measurement& m, std::size_t size, bool& failed,
-                       std::string& why) {
+awaitable<void> caller(rpc::client& c, measurement& m, std::size_t size, bool bulk_handles,
+                       bool& failed, std::string& why) {
+  rpc::call_options options;
+  options.expose_reply_buffer = bulk_handles;
+  const char* method = bulk_handles ? "echo_bulk" : "echo";
   // Replies into a buffer of the caller's, reused as perftest reuses its buffers: the
   // call path then allocates nothing.
   std::vector<std::byte> request(size, std::byte{0x5a}), reply(size);
   while (!m.done() && !failed) {
     const auto start = clock::now();
-    auto [ec, n] = co_await c.async_call("echo", asio::buffer(request), asio::buffer(reply),
-                                         tuple_awaitable);
+    auto [ec, n] = co_await c.async_call(method, asio::buffer(request), asio::buffer(reply),
+                                         options, tuple_awaitable);
     const auto end = clock::now();
     if (ec || n != size) {
       failed = true;
@@ -102,7 +105,8 @@ awaitable<result> run_size(const settings& s, std::size_t size, std::string& dev
   std::uint32_t running = callers;
   asio::steady_timer all_done(ex, clock::time_point::max());
   for (std::uint32_t i = 0; i < callers; ++i)
-    asio::co_spawn(ex, caller(client, m, size, failed, why), [&](std::exception_ptr) {
+    asio::co_spawn(ex, caller(client, m, size, s.rpc_bulk_handles, failed, why),
+                   [&](std::exception_ptr) {
       if (--running == 0)
         all_done.cancel();
     });
@@ -127,6 +131,14 @@ awaitable<void> serve(asio_rdma::connection_request request, test_parameters t) 
   server.add_method("echo", [](std::span<const std::byte> r, rpc::call_context&)
                                 -> awaitable<std::vector<std::byte>> {
     co_return std::vector<std::byte>(r.begin(), r.end());
+  });
+  // The same echo through bulk handles: the request (read into the server's registered
+  // buffer) is written back through reply_bulk(), straight into the caller's exposed
+  // buffer over RDMA: no reply vector, no copy.
+  server.add_method("echo_bulk", [](std::span<const std::byte> r, rpc::call_context& ctx)
+                                     -> awaitable<std::vector<std::byte>> {
+    co_await ctx.reply_bulk().async_write(0, asio::buffer(r), asio::use_awaitable);
+    co_return std::vector<std::byte>();
   });
   server.serve(asio_rdma::stream(std::move(conn)));
   // Until the client has gone.
