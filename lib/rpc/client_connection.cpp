@@ -528,18 +528,18 @@ void client_connection::pull_reply(call_slot& c) {
   const auto found = parse_descriptor(c.bulk_reply, std::numeric_limits<std::uint32_t>::max());
   if (!found)
     return fail(make_error_code(errc::protocol_error), from::completion_path);
-  const remote_buffer& from = *found;
+  const remote_buffer& reply = *found;
   const bool ended = !c.op || c.held;
-  if (ended || from.length > c.op.room(options_.max_response_size)) {
+  if (ended || reply.length > c.op.room(options_.max_response_size)) {
     if (!ended)
       finish(c, make_error_code(errc::response_too_large), false, from::completion_path);
     deliver_held(c); // an end that waited for the server's answer
     send_release(c);
     return maybe_release(c);
   }
-  c.reply_length = static_cast<std::size_t>(from.length);
+  c.reply_length = static_cast<std::size_t>(reply.length);
   c.reading = true; // an end meanwhile waits for the read into the caller's memory
-  pull(*rdma_, c.op.destination(c.reply_length, c.response), from,
+  pull(*rdma_, c.op.destination(c.reply_length, c.response), reply,
        {&on_pulled, std::make_shared<owner>(owner{shared_from_this(), c.id})});
 }
 
