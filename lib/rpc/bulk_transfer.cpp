@@ -13,9 +13,9 @@ namespace {
 /// take 2 GiB), and short enough that a pull overlaps its pieces.
 constexpr std::size_t piece = std::size_t(4) << 20;
 
-/// One pull: the destination's registration (if the pull made it) and the pieces still in
+/// One pull or push: the local memory's registration (if it made it) and the pieces still in
 /// flight.
-struct pull_state {
+struct transfer_state {
   memory_region region;
   io_done done;
   std::size_t pieces_left = 0;
@@ -25,7 +25,7 @@ struct pull_state {
 
 /// Posts the reads (or writes, `push`) of `state->bytes` between the local `mine` and the
 /// peer's `theirs`, in pieces.
-void transfer_pieces(connection& conn, const std::shared_ptr<pull_state>& state,
+void transfer_pieces(connection& conn, const std::shared_ptr<transfer_state>& state,
                      const local_buffer& mine, const remote_buffer& theirs, bool push) {
   const std::size_t n = state->bytes;
   state->pieces_left = (n + piece - 1) / piece;
@@ -47,6 +47,29 @@ void transfer_pieces(connection& conn, const std::shared_ptr<pull_state>& state,
       conn.async_read(part, theirs.slice(offset, len), std::move(piece_done));
   }
 }
+/// `bytes` as registration takes them. const_cast: registered without local write access
+/// (remote read, or the local side of an RDMA write), nothing writes them.
+std::span<std::byte> mutable_view(boost::asio::const_buffer bytes) noexcept {
+  return {static_cast<std::byte*>(const_cast<void*>(bytes.data())), bytes.size()};
+}
+
+/// pull() and push() of memory not registered yet: registers `mine` with `flags` for the
+/// transfer's length (the state keeps it), then transfers in pieces; a registration that
+/// fails completes `done` with its error, posted.
+void transfer_registered(connection& conn, std::span<std::byte> mine, access flags,
+                         const remote_buffer& theirs, bool push, io_done done) {
+  auto state = std::make_shared<transfer_state>();
+  state->done = std::move(done);
+  state->bytes = mine.size();
+  error_code ec;
+  state->region = memory_region(conn, mine, flags, ec);
+  if (ec) {
+    return boost::asio::post(conn.get_executor(), [state, ec] {
+      state->done.fn(state->done.owner.get(), ec, 0);
+    });
+  }
+  transfer_pieces(conn, state, state->region.slice(), theirs, push);
+}
 } // namespace
 
 bulk_buffer::bulk_buffer(const connection& conn, std::size_t capacity, error_code& ec)
@@ -54,7 +77,7 @@ bulk_buffer::bulk_buffer(const connection& conn, std::size_t capacity, error_cod
 
 void pull(connection& conn, const bulk_buffer& into, std::size_t n, const remote_buffer& from,
           io_done done) {
-  auto state = std::make_shared<pull_state>();
+  auto state = std::make_shared<transfer_state>();
   state->done = std::move(done);
   state->bytes = n;
   transfer_pieces(conn, state, into.slice(n), from, false);
@@ -62,30 +85,14 @@ void pull(connection& conn, const bulk_buffer& into, std::size_t n, const remote
 
 void push(connection& conn, boost::asio::const_buffer from, const remote_buffer& to,
           io_done done) {
-  auto state = std::make_shared<pull_state>();
-  state->done = std::move(done);
-  state->bytes = from.size();
-  error_code ec;
   // Local read only: the device reads `from`, nothing writes it.
-  state->region = memory_region(
-      conn,
-      std::span<std::byte>(static_cast<std::byte*>(const_cast<void*>(from.data())), from.size()),
-      access::none, ec);
-  if (ec) {
-    return boost::asio::post(conn.get_executor(), [state, ec] {
-      state->done.fn(state->done.owner.get(), ec, 0);
-    });
-  }
-  transfer_pieces(conn, state, state->region.slice(), to, true);
+  transfer_registered(conn, mutable_view(from), access::none, to, true, std::move(done));
 }
 
 exposed_payload::exposed_payload(const connection& conn, boost::asio::const_buffer bytes,
                                  peer_may what, error_code& ec)
-    // const_cast: registered for remote read only, nothing writes the bytes (the caller's
-    // request); for remote write, the bytes are the caller's reply buffer, mutable.
-    : region_(conn,
-              std::span<std::byte>(static_cast<std::byte*>(const_cast<void*>(bytes.data())),
-                                   bytes.size()),
+    // For remote write, the bytes are the caller's reply buffer, mutable.
+    : region_(conn, mutable_view(bytes),
               what == peer_may::read ? access::remote_read
                                      : access::local_write | access::remote_write,
               ec) {
@@ -95,17 +102,8 @@ exposed_payload::exposed_payload(const connection& conn, boost::asio::const_buff
 
 void pull(connection& conn, std::span<std::byte> into, const remote_buffer& from,
           io_done done) {
-  auto state = std::make_shared<pull_state>();
-  state->done = std::move(done);
-  state->bytes = into.size();
-  error_code ec;
-  state->region = memory_region(conn, into, access::local_write | access::remote_write, ec);
-  if (ec) {
-    return boost::asio::post(conn.get_executor(), [state, ec] {
-      state->done.fn(state->done.owner.get(), ec, 0);
-    });
-  }
-  transfer_pieces(conn, state, state->region.slice(), from, false);
+  transfer_registered(conn, into, access::local_write | access::remote_write, from, false,
+                      std::move(done));
 }
 
 } // namespace asio_rdma::rpc::detail

@@ -187,8 +187,7 @@ BOOST_AUTO_TEST_CASE(payloads_across_the_bulk_threshold_arrive_intact) {
       BOOST_TEST(std::all_of(small.begin(), small.end(), [](std::byte b) { return b == std::byte{0x11}; }));
     }
     // Every bulk reply was released: the server holds no call.
-    for (int i = 0; i < 2000 && s.calls_in_flight() != 0; ++i)
-      co_await sleep_for(std::chrono::milliseconds(1));
+    co_await until_no_calls(s);
     BOOST_TEST(s.calls_in_flight() == 0u);
   });
 }
@@ -525,8 +524,7 @@ BOOST_AUTO_TEST_CASE(bulk_payloads_on_the_wire_as_a_peer_sees_them) {
       BOOST_TEST((reply == request));
       wire::encode({wire::frame_kind::release, 0, 77, 0, 0}, h);
       co_await asio::async_write(p.s, asio::buffer(h), t);
-      for (int i = 0; i < 2000 && s.calls_in_flight() != 0; ++i)
-        co_await sleep_for(std::chrono::milliseconds(1));
+      co_await until_no_calls(s);
       BOOST_TEST(s.calls_in_flight() == 0u);
 
       // A request that exposes a reply buffer: the handler's writes land in it, and the
@@ -568,8 +566,7 @@ BOOST_AUTO_TEST_CASE(bulk_payloads_on_the_wire_as_a_peer_sees_them) {
       co_await asio::async_write(p.s, asio::buffer(h), t);
       BOOST_TEST(co_await closed_by_server(p));
     }
-    for (int i = 0; i < 2000 && s.calls_in_flight() != 0; ++i)
-      co_await sleep_for(std::chrono::milliseconds(1));
+    co_await until_no_calls(s);
     BOOST_TEST(s.calls_in_flight() == 0u);
     auto r = co_await good.async_call("echo", asio::buffer(hi), asio::use_awaitable);
     BOOST_TEST(r == hi);
@@ -638,8 +635,7 @@ BOOST_AUTO_TEST_CASE(cancellation_reaches_the_server_handler) {
     for (int i = 0; i < 200 && !seen; ++i)
       co_await sleep_for(std::chrono::milliseconds(10));
     BOOST_TEST(seen);
-    for (int i = 0; i < 200 && s.calls_in_flight() != 0; ++i)
-      co_await sleep_for(std::chrono::milliseconds(10));
+    co_await until_no_calls(s);
     BOOST_TEST(s.calls_in_flight() == 0u);
   });
 }
@@ -1001,8 +997,7 @@ BOOST_AUTO_TEST_CASE(hostile_clients_lose_their_connection_others_are_served) {
         co_await sleep_for(std::chrono::milliseconds(1));
       BOOST_TEST(!writing);
     }
-    for (int i = 0; i < 2000 && s.calls_in_flight() != 0; ++i)
-      co_await sleep_for(std::chrono::milliseconds(1));
+    co_await until_no_calls(s);
     BOOST_TEST(s.calls_in_flight() == 0u);
     {
       auto r = co_await good.async_call("echo", asio::buffer(hi), asio::use_awaitable);

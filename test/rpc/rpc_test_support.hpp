@@ -64,6 +64,12 @@ inline rpc::method_handler wait_for_cancel(bool* seen) {
   };
 }
 
+/// Waits (up to 2 s) until `s` holds no call: the caller then asserts it does not.
+inline asio::awaitable<void> until_no_calls(rpc::server& s) {
+  for (int i = 0; i < 2000 && s.calls_in_flight() != 0; ++i)
+    co_await sleep_for(std::chrono::milliseconds(1));
+}
+
 /// A raw byte stream to `url` on the transport under test, for a peer that breaks the
 /// protocol on purpose.
 struct raw_peer {
