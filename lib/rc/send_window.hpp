@@ -34,6 +34,13 @@ public:
   /// How many requests may be posted and not yet completed.
   void set_depth(std::uint32_t depth) noexcept { depth_ = depth; }
 
+  /// The device may complete RDMA reads and atomics after requests posted later (iWARP:
+  /// SoftiWARP completes a read when its response arrives, a later send when it is handed
+  /// to TCP). Then each read and atomic asks for its own completion, and only that
+  /// completes it: a later request's completion does not. InfiniBand and RoCE complete a
+  /// send queue in order (the default).
+  void set_reads_complete_late(bool late) noexcept { reads_complete_late_ = late; }
+
   /// Posted requests that have not completed.
   std::uint32_t outstanding() const noexcept { return outstanding_; }
   /// Some initiated request waits for room in the send queue.
@@ -63,7 +70,10 @@ public:
         break;
       prepare(r);
       r->wr.send_flags &= ~unsigned(IBV_SEND_SIGNALED);
-      if (++unsignaled >= signal_interval) {
+      if (completes_alone(r)) {
+        r->wr.send_flags |= IBV_SEND_SIGNALED;
+        ++c.signaled;
+      } else if (++unsignaled >= signal_interval) {
         r->wr.send_flags |= IBV_SEND_SIGNALED;
         unsignaled = 0;
         ++c.signaled;
@@ -95,18 +105,21 @@ public:
   }
 
   /// The completion of `r` arrived (with `status`): the unsignalled requests
-  /// posted before it completed successfully. Each leaves the window and goes
-  /// to `f(request, status)`, oldest first. `f` may queue and take more.
-  /// `r` must be posted and not completed: the device reports each signalled
-  /// request once (no membership check on this path).
+  /// posted before it completed successfully (but for reads and atomics that complete
+  /// alone, which stay). Each leaves the window and goes to `f(request, status)`, oldest
+  /// first. `f` may queue and take more. `r` must be posted and not completed: the device
+  /// reports each signalled request once (no membership check on this path).
   template <typename F> void completed(Request* r, ibv_wc_status status, F&& f) {
-    while (posted_.front() && posted_.front() != r) {
-      Request* earlier = posted_.pop();
+    // From the front again after each `f`, which may have changed the window; the reads
+    // skipped on the way are few (at most the read depth), and none when in order.
+    Request* earlier = next_completed_by(r);
+    for (; earlier && earlier != r; earlier = next_completed_by(r)) {
+      posted_.remove(earlier);
       --outstanding_;
       f(earlier, IBV_WC_SUCCESS);
     }
-    if (posted_.front() == r) {
-      posted_.pop();
+    if (earlier == r) {
+      posted_.remove(r);
       --outstanding_;
       f(r, status);
     }
@@ -122,10 +135,27 @@ public:
   }
 
 private:
+  bool completes_alone(const Request* r) const noexcept {
+    const auto op = r->wr.opcode;
+    return reads_complete_late_ &&
+           (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+            op == IBV_WR_ATOMIC_FETCH_AND_ADD);
+  }
+  /// The oldest posted request that the completion of `r` completes: `r` itself when
+  /// none before it is left (reads that complete alone are passed over), or null when
+  /// `r` is not posted.
+  Request* next_completed_by(Request* r) noexcept {
+    Request* e = posted_.front();
+    while (e && e != r && completes_alone(e))
+      e = posted_.after(e);
+    return e;
+  }
+
   intrusive_queue<Request> queued_; // initiated, not yet posted
   intrusive_queue<Request> posted_; // posted, in completion order
   std::uint32_t depth_ = 0;
   std::uint32_t outstanding_ = 0;
+  bool reads_complete_late_ = false;
 };
 
 } // namespace asio_rdma::detail

@@ -10,7 +10,9 @@
 
 #include <infiniband/verbs.h> // IBV_WC_REM_ACCESS_ERR
 
+#include <array>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <vector>
@@ -74,6 +76,52 @@ BOOST_AUTO_TEST_CASE(read_of_region_the_peer_filled) {
     auto n = co_await p.client.async_read(local.slice(), remote, use_awaitable);
     BOOST_TEST(n == 65536u);
     BOOST_TEST(matches(plain, 99));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_read_has_its_data_when_it_completes_though_later_sends_complete_first) {
+  // iWARP (SoftiWARP) completes a send when TCP has it and a read when its response has
+  // arrived, so sends posted after a read complete before it: none of those completions
+  // may complete the read early (its destination would still be filling).
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    constexpr std::size_t reads = 32, each = 256 * 1024;
+    auto p = co_await make_pair();
+    ar::memory_region source(p.server, reads * each, ar::access::remote_read);
+    for (std::size_t i = 0; i < reads; ++i)
+      fill(source.data().subspan(i * each, each), i);
+    ar::memory_region local(p.client, reads * each,
+                            ar::access::local_write | ar::access::remote_write);
+    auto remote = co_await advertise(p, source);
+    int received = 0, sent = 0, intact = 0, completed = 0;
+    bool all = false;
+    std::array<std::byte, 8> in{};
+    std::function<void()> receive = [&] {
+      p.server.async_receive(asio::buffer(in), [&](boost::system::error_code ec, std::size_t) {
+        if (!ec && ++received < int(reads))
+          receive();
+      });
+    };
+    receive();
+    const std::array<std::byte, 8> note{};
+    for (std::size_t i = 0; i < reads; ++i) {
+      p.client.async_read(local.slice(i * each, each), remote.slice(i * each, each),
+                          [&, i](boost::system::error_code ec, std::size_t n) {
+                            if (!ec && n == each && matches(local.data().subspan(i * each, each), i))
+                              ++intact;
+                            if (++completed == int(reads))
+                              all = true;
+                          });
+      p.client.async_send(asio::buffer(note), [&](boost::system::error_code ec, std::size_t) {
+        sent += !ec;
+      });
+    }
+    co_await ar::test::wait_until(all);
+    BOOST_TEST(intact == int(reads));
+    for (int i = 0; i < 1000 && received < int(reads); ++i)
+      co_await ar::test::sleep_for(std::chrono::milliseconds(5));
+    BOOST_TEST(sent == int(reads));
+    BOOST_TEST(received == int(reads));
   });
 }
 

@@ -118,6 +118,45 @@ BOOST_AUTO_TEST_CASE(a_completion_completes_the_unsignalled_requests_before_it) 
   BOOST_TEST(f.window.outstanding() == 8u);
 }
 
+BOOST_AUTO_TEST_CASE(on_iwarp_a_read_completes_only_by_its_own_completion) {
+  // SoftiWARP completes a read when its response arrives, a send posted after it when
+  // the send is handed to TCP: the send's completion must not complete the read.
+  fixture<6> f(8);
+  f.window.set_reads_complete_late(true);
+  f.queue_all();
+  auto c = f.window.take([&](request* r) {
+    r->wr = {};
+    r->wr.wr_id = static_cast<std::uint64_t>(r->id);
+    r->wr.opcode = (r->id == 1 || r->id == 2) ? IBV_WR_RDMA_READ : IBV_WR_SEND;
+  });
+  // Reads ask for their own completion; the chain's last request as always.
+  BOOST_TEST(signalled(c.first) == (std::vector<int>{1, 2, 5}), boost::test_tools::per_element());
+  BOOST_TEST(c.signaled == 3u);
+  std::vector<int> done;
+  auto record = [&](request* r, ibv_wc_status) { done.push_back(r->id); };
+  f.window.completed(&f.requests[5], IBV_WC_SUCCESS, record); // before the reads' responses
+  BOOST_TEST(done == (std::vector<int>{0, 3, 4, 5}), boost::test_tools::per_element());
+  BOOST_TEST(f.window.outstanding() == 2u);
+  done.clear();
+  f.window.completed(&f.requests[2], IBV_WC_SUCCESS, record); // out of order as well
+  f.window.completed(&f.requests[1], IBV_WC_SUCCESS, record);
+  BOOST_TEST(done == (std::vector<int>{2, 1}), boost::test_tools::per_element());
+  BOOST_TEST(f.window.outstanding() == 0u);
+
+  // In order (InfiniBand, RoCE): a read is signalled one in sixteen like any request, and
+  // a later completion completes it.
+  fixture<3> g(8);
+  g.queue_all();
+  auto d = g.window.take([&](request* r) {
+    r->wr = {};
+    r->wr.wr_id = static_cast<std::uint64_t>(r->id);
+    r->wr.opcode = r->id == 0 ? IBV_WR_RDMA_READ : IBV_WR_SEND;
+  });
+  BOOST_TEST(signalled(d.first) == std::vector<int>{2}, boost::test_tools::per_element());
+  g.window.completed(&g.requests[2], IBV_WC_SUCCESS, record);
+  BOOST_TEST(g.window.outstanding() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(room_freed_by_completions_lets_queued_requests_go) {
   fixture<5> f(2);
   f.queue_all();
