@@ -85,6 +85,7 @@ constexpr std::size_t fixed_size(message_type t) noexcept {
   case message_type::file_end:
     return 24;
   case message_type::credit:
+  case message_type::chunk_written:
     return 16;
   case message_type::status:
     return 24;
@@ -108,7 +109,7 @@ struct encoder {
     w.header(message_type::hello);
     w.put(m.chunk_size);
     w.put(m.depth);
-    w.put(std::uint16_t(0));
+    w.put(m.flags);
   }
   void operator()(const hello_ack& m) noexcept {
     w.header(message_type::hello_ack);
@@ -139,6 +140,11 @@ struct encoder {
     w.put(m.file_id);
     w.put(m.crc32c);
     w.put(m.size);
+  }
+  void operator()(const chunk_written& m) noexcept {
+    w.header(message_type::chunk_written);
+    w.put(m.sequence);
+    w.put(m.length);
   }
   void operator()(const credit& m) noexcept {
     w.header(message_type::credit);
@@ -214,7 +220,8 @@ message decode(std::span<const std::byte> in, error_code& ec) noexcept {
     hello m;
     m.chunk_size = r.get<std::uint32_t>();
     m.depth = r.get<std::uint16_t>();
-    if (r.get<std::uint16_t>() != 0)
+    m.flags = r.get<std::uint16_t>();
+    if ((m.flags & ~hello_chunk_notices) != 0)
       return fail(ec);
     return m;
   }
@@ -256,6 +263,12 @@ message decode(std::span<const std::byte> in, error_code& ec) noexcept {
     m.file_id = r.get<std::uint32_t>();
     m.crc32c = r.get<std::uint32_t>();
     m.size = r.get<std::uint64_t>();
+    return m;
+  }
+  case message_type::chunk_written: {
+    chunk_written m;
+    m.sequence = r.get<std::uint32_t>();
+    m.length = r.get<std::uint32_t>();
     return m;
   }
   case message_type::credit: {

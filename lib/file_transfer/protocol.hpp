@@ -11,8 +11,9 @@
 // followed by a fixed layout per type; integers are in network byte order and
 // reserved fields must be zero. File data travels RDMA-written into the
 // receiver's advertised slots, with the chunk's sequence number as immediate
-// data, except that small files travel whole, many to a message, in a
-// file_batch (when the receiver takes batches).
+// data (on iWARP, which has none, followed by a chunk_written message), except
+// that small files travel whole, many to a message, in a file_batch (when the
+// receiver takes batches).
 #pragma once
 
 #include <asio_rdma/error.hpp>
@@ -50,7 +51,13 @@ enum class message_type : std::uint8_t {
   resume_point = 9, ///< receiver -> sender: verified prefix of a resumable file (24 bytes)
   resume_from = 10, ///< sender -> receiver: the offset the data starts at (24 bytes)
   file_batch = 11,  ///< sender -> receiver: whole small files and directories (16 bytes + records)
+  chunk_written = 12, ///< sender -> receiver: a chunk's plain RDMA write is done (16 bytes)
 };
+
+/// hello flags.
+/// The sender tells of each chunk with a chunk_written message after its RDMA write,
+/// not with the write's immediate data (iWARP has no immediate data).
+inline constexpr std::uint16_t hello_chunk_notices = 1;
 
 /// file_begin flags.
 inline constexpr std::uint8_t flag_resume = 1; ///< keep an interrupted file; offer its prefix
@@ -81,6 +88,7 @@ enum class status_code : std::uint16_t {
 struct hello {
   std::uint32_t chunk_size = 0; ///< the sender's buffer size
   std::uint16_t depth = 0;      ///< chunks the sender wants in flight
+  std::uint16_t flags = 0;      ///< hello_chunk_notices; other bits must be zero
   friend bool operator==(const hello&, const hello&) = default;
 };
 
@@ -115,6 +123,15 @@ struct file_end {
 struct credit {
   std::uint32_t sequence = 0;
   friend bool operator==(const credit&, const credit&) = default;
+};
+
+/// Chunk `sequence` (as a write with immediate data would carry it) of `length` bytes
+/// is in its slot: the notice that follows a chunk's RDMA write when the transport has
+/// no immediate data (RC places the write's bytes before this message arrives).
+struct chunk_written {
+  std::uint32_t sequence = 0;
+  std::uint32_t length = 0;
+  friend bool operator==(const chunk_written&, const chunk_written&) = default;
 };
 
 /// The verdict on an entry: after a file's file_end (ok or not), after a
@@ -222,7 +239,8 @@ private:
 };
 
 using message = std::variant<std::monostate, hello, hello_ack, file_begin, file_end, credit, status,
-                             challenge, proof, resume_point, resume_from, file_batch>;
+                             challenge, proof, resume_point, resume_from, file_batch,
+                             chunk_written>;
 
 /// Encodes `m` into `out`; returns the number of bytes written, or 0 if `out`
 /// is too small or the message cannot be encoded (a name longer than

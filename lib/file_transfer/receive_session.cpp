@@ -107,7 +107,10 @@ awaitable<error_code> receive_session::serve() {
     if (ec)
       co_return wait_error(ec, deadline_); // an unfinished file is removed by file_
     if (m.rdma_write) {
-      if ((ec = co_await on_chunk(m)))
+      if (notices_ || !m.immediate)
+        co_return co_await refuse(file_id_, proto::status_code::protocol_error,
+                                  errc::protocol_error);
+      if ((ec = co_await on_chunk(*m.immediate, m.size)))
         co_return ec;
       continue;
     }
@@ -125,6 +128,8 @@ awaitable<error_code> receive_session::serve() {
       ec = co_await on_batch(*batch);
     else if (auto* from = std::get_if<proto::resume_from>(&message))
       ec = co_await on_resume_from(*from);
+    else if (auto* chunk = std::get_if<proto::chunk_written>(&message); chunk && notices_)
+      ec = co_await on_chunk(chunk->sequence, chunk->length);
     else
       ec = co_await refuse(file_id_, proto::status_code::protocol_error, errc::protocol_error);
     if (ec)
@@ -156,6 +161,7 @@ awaitable<error_code> receive_session::on_hello(const proto::hello& m) {
   }
   ack_.chunk_size = chunk;
   ack_.slots = slots;
+  notices_ = (m.flags & proto::hello_chunk_notices) != 0;
   // Chunks are counted over the transfer that this hello starts.
   next_sequence_ = 0;
   next_credit_ = 0;
@@ -475,20 +481,20 @@ awaitable<void> receive_session::drain() {
     co_await drained_.async_wait(as_awaitable_tuple);
 }
 
-awaitable<error_code> receive_session::on_chunk(const received_message& m) {
-  if (!file_.is_open() || awaiting_resume_ || !m.immediate || *m.immediate != next_sequence_ ||
-      m.size != std::min<std::uint64_t>(ack_.chunk_size, size_ - received_))
+awaitable<error_code> receive_session::on_chunk(std::uint32_t sequence, std::size_t size) {
+  if (!file_.is_open() || awaiting_resume_ || sequence != next_sequence_ ||
+      size != std::min<std::uint64_t>(ack_.chunk_size, size_ - received_))
     co_return co_await refuse(file_id_, proto::status_code::protocol_error, errc::protocol_error);
   if (disk_error_)
     co_return co_await refuse_write(file_id_, disk_error_, "writing " + name_);
   std::size_t slot = next_sequence_ % ack_.slots;
-  if (received_ + m.size == size_) {
+  if (received_ + size == size_) {
     // The file's last chunk: its credit goes with the file's status.
     holding_ = true;
     held_sequence_ = next_sequence_;
   }
-  submit(slots_.data().subspan(slot * ack_.chunk_size, m.size), received_);
-  received_ += m.size;
+  submit(slots_.data().subspan(slot * ack_.chunk_size, size), received_);
+  received_ += size;
   ++next_sequence_;
   if (disk_error_) // an inline write failed (submit wrote it)
     co_return co_await refuse_write(file_id_, disk_error_, "writing " + name_);

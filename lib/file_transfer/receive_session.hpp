@@ -94,7 +94,9 @@ private:
   /// fsyncs the batch's directory (if durable) and reports the files stored
   /// in it: once per directory and batch, not once per file.
   error_code sync_batch();
-  boost::asio::awaitable<error_code> on_chunk(const received_message& m);
+  /// Chunk `sequence` of `size` bytes is in its slot: told by a write's immediate data,
+  /// or on iWARP by a chunk_written message.
+  boost::asio::awaitable<error_code> on_chunk(std::uint32_t sequence, std::size_t size);
   boost::asio::awaitable<error_code> on_end(const file_protocol::file_end& m);
   /// Checks the open file's size and CRC-32C against `m` and commits it
   /// (the caller answers); refuses it otherwise.
@@ -190,6 +192,7 @@ private:
   std::uint64_t size_ = 0;
   std::uint64_t received_ = 0;
   std::uint32_t next_sequence_ = 0; ///< of the next chunk, counted over the transfer
+  bool notices_ = false; ///< the hello asked for chunk_written messages (iWARP)
   std::uint32_t crc_ = 0;
   /// Kept as NAME.<key>.resume.part when the connection is lost.
   bool resumable_ = false;

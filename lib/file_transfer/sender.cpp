@@ -7,7 +7,9 @@
 #include "authentication.hpp"
 #include "control.hpp"
 #include "deadline.hpp"
+#include "internal_access.hpp"
 #include "partial_file.hpp"
+#include "rc/connection_impl.hpp" // has_immediate_data
 #include "send_entries.hpp"
 #include "spawn_operation.hpp"
 #include "verbs/verbs_error.hpp"
@@ -56,6 +58,9 @@ struct write_tracker {
   std::array<std::array<std::byte, proto::max_message_size>, control_buffers> controls{};
   std::array<bool, control_buffers> control_busy{};
   std::size_t control_next = 0;
+  /// On iWARP, each chunk's chunk_written message, in the chunk's local slot: free
+  /// again when its send completed, which counts as the chunk's completion.
+  std::vector<std::array<std::byte, 16>> notices;
   /// file_batch messages: one fills while the other is in flight.
   std::array<std::vector<std::byte>, 2> batches;
   std::array<bool, 2> batch_busy{};
@@ -197,6 +202,9 @@ private:
     proto::hello hello;
     hello.chunk_size = offered_chunk_;
     hello.depth = offered_depth_;
+    // Without immediate data (iWARP) each chunk's write is followed by a message.
+    notices_ = !internal_access::impl(conn_)->has_immediate_data();
+    hello.flags = notices_ ? proto::hello_chunk_notices : 0;
     proto::message m = hello;
     if (auto ec = co_await send_control(conn_, m, out_))
       co_return ec;
@@ -220,6 +228,8 @@ private:
     ack_ = *ack;
     result_.chunk_size = ack_.chunk_size;
     lengths_.assign(ack_.slots, 0);
+    if (notices_)
+      writes_->notices.assign(ack_.slots, {});
     error_code ec;
     writes_->region =
         memory_region(conn_, std::size_t(ack_.chunk_size) * ack_.slots, access::local_write, ec);
@@ -526,13 +536,7 @@ private:
       ++writes_->posted;
       ++posted_;
       deadline_.arm(); // its credit is awaited
-      conn_.async_write_with_imm(local, remote, static_cast<std::uint32_t>(seq),
-                                 [w = writes_](error_code ec, std::size_t) {
-                                   if (ec && !w->error)
-                                     w->error = ec;
-                                   ++w->done;
-                                   w->signal.cancel();
-                                 });
+      post_chunk(local, remote, static_cast<std::uint32_t>(seq), local_slot);
     }
     expected_answer a;
     a.file_id = file_id;
@@ -545,6 +549,32 @@ private:
     end.crc32c = crc;
     end.size = size;
     co_return co_await post_control(end);
+  }
+
+  /// Writes chunk `seq` into the receiver's slot: a write with immediate data, or on
+  /// iWARP a write and then its chunk_written message (from `local_slot`'s notice).
+  void post_chunk(const local_buffer& local, const remote_buffer& remote, std::uint32_t seq,
+                  std::size_t local_slot) {
+    auto done = [w = writes_](error_code ec, std::size_t) {
+      if (ec && !w->error)
+        w->error = ec;
+      ++w->done;
+      w->signal.cancel();
+    };
+    if (!notices_)
+      return conn_.async_write_with_imm(local, remote, seq, std::move(done));
+    conn_.async_write(local, remote, [w = writes_](error_code ec, std::size_t) {
+      if (ec && !w->error)
+        w->error = ec;
+    });
+    proto::chunk_written notice;
+    notice.sequence = seq;
+    notice.length = local.length;
+    auto& bytes = writes_->notices[local_slot];
+    proto::encode(notice, bytes);
+    // RC places the write's bytes before the message arrives; the message's completion
+    // follows the write's.
+    conn_.async_send(asio::buffer(bytes), std::move(done));
   }
 
   static error_code read_fully(int fd, std::span<std::byte> into, std::uint64_t offset) {
@@ -661,6 +691,7 @@ private:
   std::uint64_t posted_ = 0;
   std::uint64_t credits_ = 0;
   std::vector<std::uint32_t> lengths_; ///< of the chunk in each receiver slot
+  bool notices_ = false; ///< chunks are told by chunk_written messages (iWARP)
   // Answers awaited, oldest first (a ring: nothing allocated per entry).
   std::array<expected_answer, max_expected> expected_{};
   std::size_t expected_head_ = 0;

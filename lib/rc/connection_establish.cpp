@@ -214,7 +214,7 @@ error_code connection_impl::create_resources(ibv_context* context) {
 
   arrived_.reset(recv_depth);
   sends_.set_depth(send_depth);
-  sends_.set_reads_complete_late(device_->iwarp);
+  sends_.set_iwarp(device_->iwarp);
   free_send_slots_.reserve(send_depth);
   for (std::uint32_t i = send_depth; i > 0; --i)
     free_send_slots_.push_back(i - 1);

@@ -34,12 +34,15 @@ public:
   /// How many requests may be posted and not yet completed.
   void set_depth(std::uint32_t depth) noexcept { depth_ = depth; }
 
-  /// The device may complete RDMA reads and atomics after requests posted later (iWARP:
-  /// SoftiWARP completes a read when its response arrives, a later send when it is handed
-  /// to TCP). Then each read and atomic asks for its own completion, and only that
-  /// completes it: a later request's completion does not. InfiniBand and RoCE complete a
-  /// send queue in order (the default).
-  void set_reads_complete_late(bool late) noexcept { reads_complete_late_ = late; }
+  /// The device is iWARP, where two things differ from InfiniBand and RoCE (the default):
+  /// - It may complete RDMA reads and atomics after requests posted later (SoftiWARP
+  ///   completes a read when its response arrives, a later send when TCP has it). Each
+  ///   read and atomic then asks for its own completion, and only that completes it.
+  /// - SoftiWARP sends an unsignalled request's payload of more than a page straight
+  ///   from the user's pages (zero copy): TCP reads them when it transmits, possibly
+  ///   after a later request has completed and the memory been reused. Such a request
+  ///   then asks for its own completion too, so that the device copies it instead.
+  void set_iwarp(bool iwarp) noexcept { iwarp_ = iwarp; }
 
   /// Posted requests that have not completed.
   std::uint32_t outstanding() const noexcept { return outstanding_; }
@@ -70,7 +73,7 @@ public:
         break;
       prepare(r);
       r->wr.send_flags &= ~unsigned(IBV_SEND_SIGNALED);
-      if (completes_alone(r)) {
+      if (completes_alone(r) || copied_only_if_signalled(r)) {
         r->wr.send_flags |= IBV_SEND_SIGNALED;
         ++c.signaled;
       } else if (++unsignaled >= signal_interval) {
@@ -137,10 +140,20 @@ public:
 private:
   bool completes_alone(const Request* r) const noexcept {
     const auto op = r->wr.opcode;
-    return reads_complete_late_ &&
-           (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-            op == IBV_WR_ATOMIC_FETCH_AND_ADD);
+    return iwarp_ && (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                      op == IBV_WR_ATOMIC_FETCH_AND_ADD);
   }
+  /// An iWARP request whose payload SoftiWARP would send zero copy unless signalled: more
+  /// than a page (its threshold), not inline.
+  bool copied_only_if_signalled(const Request* r) const noexcept {
+    if (!iwarp_ || (r->wr.send_flags & IBV_SEND_INLINE))
+      return false;
+    std::size_t bytes = 0;
+    for (int i = 0; i < r->wr.num_sge; ++i)
+      bytes += r->wr.sg_list[i].length;
+    return bytes > zero_copy_threshold;
+  }
+  static constexpr std::size_t zero_copy_threshold = 4096;
   /// The oldest posted request that the completion of `r` completes: `r` itself when
   /// none before it is left (reads that complete alone are passed over), or null when
   /// `r` is not posted.
@@ -155,7 +168,7 @@ private:
   intrusive_queue<Request> posted_; // posted, in completion order
   std::uint32_t depth_ = 0;
   std::uint32_t outstanding_ = 0;
-  bool reads_complete_late_ = false;
+  bool iwarp_ = false;
 };
 
 } // namespace asio_rdma::detail

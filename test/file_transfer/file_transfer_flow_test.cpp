@@ -10,7 +10,7 @@ namespace {
 /// Handshake with an explicit offer.
 awaitable<proto::hello_ack> handshake_with(ar::connection& conn, std::uint32_t chunk,
                                            std::uint16_t depth) {
-  proto::hello hello{chunk, depth};
+  proto::hello hello = hello_for(chunk, depth);
   co_await send_message(conn, hello);
   auto m = co_await receive_message(conn);
   BOOST_REQUIRE(std::holds_alternative<proto::hello_ack>(m));
@@ -34,9 +34,9 @@ awaitable<proto::status_code> send_by_hand(ar::connection& conn, const proto::he
   for (std::size_t seq = 0; seq < chunks; ++seq) {
     std::size_t offset = seq * ack.chunk_size;
     std::size_t length = std::min<std::size_t>(ack.chunk_size, size - offset);
-    co_await conn.async_write_with_imm(local.slice(offset, length),
-                                       ack.buffer.slice(seq * ack.chunk_size, length),
-                                       static_cast<std::uint32_t>(seq), use_awaitable);
+    co_await write_chunk(conn, local.slice(offset, length),
+                         ack.buffer.slice(seq * ack.chunk_size, length),
+                         static_cast<std::uint32_t>(seq));
   }
   // The credits of all but the last chunk; the last one's comes with the status.
   for (std::size_t seq = 0; seq + 1 < chunks; ++seq) {
@@ -72,15 +72,14 @@ receive_within(ar::connection& conn, std::span<std::byte> in, std::chrono::milli
   co_return r;
 }
 
-/// The next message on `conn` (decoded from `in`), or a chunk written with
-/// immediate (returned as a credit with the chunk's sequence), within 10 s.
+/// The next message on `conn` (decoded from `in`), or a chunk's write (returned as a
+/// credit with the chunk's sequence), within 10 s.
 awaitable<proto::message> next_from(ar::connection& conn, std::span<std::byte> in) {
   auto [ec, r] = co_await receive_within(conn, in, std::chrono::seconds(10));
   BOOST_REQUIRE_MESSAGE(!ec, ec.message());
-  if (r.rdma_write) {
-    BOOST_REQUIRE(r.immediate.has_value());
-    co_return proto::credit{*r.immediate};
-  }
+  if (auto chunk = chunk_told(r, in))
+    co_return proto::credit{chunk->sequence};
+  BOOST_REQUIRE(!r.rdma_write);
   ar::error_code dec;
   auto decoded = proto::decode(std::span<const std::byte>(in.data(), r.size), dec);
   BOOST_REQUIRE(!dec);
@@ -227,11 +226,11 @@ BOOST_AUTO_TEST_CASE(the_sender_keeps_the_negotiated_depth_in_flight_and_waits_f
     auto take = [&](std::uint32_t seq) -> awaitable<void> {
       auto [ec, w] = co_await next_write(std::chrono::seconds(10));
       BOOST_REQUIRE_MESSAGE(!ec, "chunk " << seq << ": " << ec.message());
-      BOOST_REQUIRE(w.rdma_write);
-      BOOST_REQUIRE(w.immediate.has_value());
-      BOOST_TEST(*w.immediate == seq);
+      auto told = chunk_told(w, in);
+      BOOST_REQUIRE(told.has_value());
+      BOOST_TEST(told->sequence == seq);
       auto length = std::min<std::size_t>(chunk, size - std::size_t(seq) * chunk);
-      BOOST_TEST(w.size == length);
+      BOOST_TEST(told->length == length);
       crc = proto::crc32c(crc, region.data().subspan((seq % slots) * chunk, length));
     };
     // Without a credit the sender writes the first `slots` chunks, all at once...

@@ -283,7 +283,7 @@ BOOST_AUTO_TEST_CASE(a_receiver_with_a_secret_accepts_only_senders_that_prove_it
   start_receive(receiver, p);
   run(io, [&]() -> awaitable<void> {
     auto conn = co_await connect_to(receiver);
-    proto::hello hello{64 * 1024, 4};
+    proto::hello hello = hello_for(64 * 1024, 4);
     co_await send_message(conn, hello);
     auto m = co_await receive_message(conn);
     BOOST_REQUIRE(std::holds_alternative<proto::challenge>(m));

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <optional>
 #include <stdlib.h>
 #include <sys/mount.h>
 #include <thread>
@@ -194,8 +195,49 @@ inline awaitable<proto::message> receive_message(ar::connection& conn) {
   co_return m;
 }
 
+/// The device under test has no immediate data (iWARP): chunks are told by
+/// chunk_written messages, as the library's sender does there.
+inline bool chunk_notices() {
+  static const bool notices = !ar::test::device_under_test().immediate_data;
+  return notices;
+}
+
+/// A hello as the library's sender makes it on the device under test.
+inline proto::hello hello_for(std::uint32_t chunk, std::uint16_t depth) {
+  proto::hello h{chunk, depth};
+  h.flags = chunk_notices() ? proto::hello_chunk_notices : 0;
+  return h;
+}
+
+/// Writes chunk `seq` from `local` into `remote` as the library's sender does: a write
+/// with immediate data, or on iWARP a write and its chunk_written message.
+inline awaitable<void> write_chunk(ar::connection& conn, const ar::local_buffer& local,
+                                   const ar::remote_buffer& remote, std::uint32_t seq) {
+  if (!chunk_notices()) {
+    co_await conn.async_write_with_imm(local, remote, seq, use_awaitable);
+    co_return;
+  }
+  co_await conn.async_write(local, remote, use_awaitable);
+  co_await send_message(conn, proto::chunk_written{seq, local.length});
+}
+
+/// The chunk a received message tells of (a write with immediate data, or a
+/// chunk_written message decoded from `in`): its sequence and length, if it is one.
+inline std::optional<proto::chunk_written> chunk_told(const ar::received_message& r,
+                                                      std::span<const std::byte> in) {
+  if (r.rdma_write && r.immediate)
+    return proto::chunk_written{*r.immediate, static_cast<std::uint32_t>(r.size)};
+  if (r.rdma_write)
+    return std::nullopt;
+  ar::error_code ec;
+  auto m = proto::decode(in.first(r.size), ec);
+  if (auto* c = std::get_if<proto::chunk_written>(&m))
+    return *c;
+  return std::nullopt;
+}
+
 inline awaitable<proto::hello_ack> handshake(ar::connection& conn) {
-  proto::hello hello{64 * 1024, 4};
+  proto::hello hello = hello_for(64 * 1024, 4);
   co_await send_message(conn, hello);
   auto m = co_await receive_message(conn);
   BOOST_REQUIRE(std::holds_alternative<proto::hello_ack>(m));

@@ -264,8 +264,7 @@ BOOST_AUTO_TEST_CASE(a_sender_vanishing_mid_file_leaves_no_file) {
     proto::file_begin b{0, proto::entry_kind::file, 0644, 1024 * 1024, "partial.bin"};
     co_await send_message(conn, b); // accepted: no answer
     ar::memory_region local(conn, ack.chunk_size, ar::access::local_write);
-    co_await conn.async_write_with_imm(local.slice(), ack.buffer.slice(0, ack.chunk_size), 0,
-                                       use_awaitable);
+    co_await write_chunk(conn, local.slice(), ack.buffer.slice(0, ack.chunk_size), 0);
     auto m = co_await receive_message(conn); // the credit: the chunk is on disk
     BOOST_REQUIRE(std::holds_alternative<proto::credit>(m));
     // The chunk went to this transfer's own temporary, partial.bin.XXXXXX.part.
@@ -380,7 +379,12 @@ BOOST_AUTO_TEST_CASE(cancelling_a_send_aborts_it_and_leaves_no_file) {
     BOOST_TEST(!conn.is_open());
     co_await wait_until(p.done);
   });
-  BOOST_TEST(p.ec.failed());
+  // RoCE shows the receiver the sender's abrupt close as an error. On iWARP (TCP below) a
+  // close before the first file looks like a sender leaving between files: no error, and
+  // nothing stored either way.
+  if (!chunk_notices())
+    BOOST_TEST(p.ec.failed());
+  BOOST_TEST(p.result.files.empty());
   BOOST_TEST(fs::is_empty(dst.path));
 }
 

@@ -64,6 +64,10 @@ BOOST_AUTO_TEST_CASE(every_message_round_trips) {
   BOOST_TEST(round_trip(e));
   proto::credit c{0xfffffffeu};
   BOOST_TEST(round_trip(c));
+  proto::hello notices{1 << 20, 8, proto::hello_chunk_notices};
+  BOOST_TEST(round_trip(notices));
+  proto::chunk_written w{0xfffffffdu, 65536};
+  BOOST_TEST(round_trip(w));
   proto::status s{9, proto::status_code::checksum_mismatch};
   BOOST_TEST(round_trip(s));
   proto::status credited{9, proto::status_code::ok, 0xfffffff0u};
@@ -89,6 +93,13 @@ BOOST_AUTO_TEST_CASE(layout_is_fixed_and_in_network_byte_order) {
   BOOST_TEST(int(ack[31]) == 4);
   BOOST_TEST(encoded(proto::file_end{}).size() == 24u);
   BOOST_TEST(encoded(proto::credit{}).size() == 16u);
+  auto flagged_hello = encoded(proto::hello{1, 1, proto::hello_chunk_notices});
+  BOOST_TEST(int(flagged_hello[15]) == 1); // flags, big-endian, after the depth
+  auto written = encoded(proto::chunk_written{0x01020304u, 0x05060708u});
+  BOOST_TEST(written.size() == 16u);
+  BOOST_TEST(int(written[5]) == 12); // type
+  BOOST_TEST(int(written[8]) == 1);  // sequence, big-endian
+  BOOST_TEST(int(written[15]) == 8); // length, big-endian
   BOOST_TEST(encoded(proto::status{}).size() == 24u);
   auto status = encoded(proto::status{1, proto::status_code::ok, 0x0a0b0c0du});
   BOOST_TEST(int(status[16]) == 0x0a); // credited, big-endian, after the reserved u16
@@ -142,6 +153,9 @@ BOOST_AUTO_TEST_CASE(malformed_messages_are_protocol_errors) {
   bad = good;
   bad[15] = std::byte{1};
   check(bad, "reserved payload bytes");
+  bad = encoded(proto::hello{1, 1});
+  bad[15] = std::byte{2};
+  check(bad, "an unknown hello flag");
   bad = encoded(proto::status{1, proto::status_code::ok, 5});
   bad[23] = std::byte{1};
   check(bad, "a status's reserved bytes after credited");

@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(on_iwarp_a_read_completes_only_by_its_own_completion) {
   // SoftiWARP completes a read when its response arrives, a send posted after it when
   // the send is handed to TCP: the send's completion must not complete the read.
   fixture<6> f(8);
-  f.window.set_reads_complete_late(true);
+  f.window.set_iwarp(true);
   f.queue_all();
   auto c = f.window.take([&](request* r) {
     r->wr = {};
@@ -142,6 +142,27 @@ BOOST_AUTO_TEST_CASE(on_iwarp_a_read_completes_only_by_its_own_completion) {
   f.window.completed(&f.requests[1], IBV_WC_SUCCESS, record);
   BOOST_TEST(done == (std::vector<int>{2, 1}), boost::test_tools::per_element());
   BOOST_TEST(f.window.outstanding() == 0u);
+
+  // SoftiWARP sends an unsignalled payload of more than a page from the user's pages when
+  // TCP transmits: such a request asks for its own completion (the device then copies it).
+  fixture<4> w(8);
+  w.window.set_iwarp(true);
+  w.queue_all();
+  std::array<ibv_sge, 4> sges{};
+  const std::array<std::uint32_t, 4> lengths{65536, 4096, 8192, 100};
+  auto chain = w.window.take([&](request* r) {
+    r->wr = {};
+    r->wr.wr_id = static_cast<std::uint64_t>(r->id);
+    r->wr.opcode = IBV_WR_RDMA_WRITE;
+    sges[r->id].length = lengths[r->id];
+    r->wr.sg_list = &sges[r->id];
+    r->wr.num_sge = 1;
+    if (r->id == 2)
+      r->wr.send_flags = IBV_SEND_INLINE; // copied at post time: no need
+  });
+  BOOST_TEST(signalled(chain.first) == (std::vector<int>{0, 3}), boost::test_tools::per_element());
+  w.window.completed(&w.requests[3], IBV_WC_SUCCESS, record); // in order, as before
+  BOOST_TEST(w.window.outstanding() == 0u);
 
   // In order (InfiniBand, RoCE): a read is signalled one in sixteen like any request, and
   // a later completion completes it.
