@@ -41,8 +41,9 @@ public:
     case errc::store_failed:
       return "receiver could not store the file: its filesystem refused the commit";
     case errc::operation_not_supported:
-      return "the RDMA device does not support this operation (immediate data and datagrams "
-             "need InfiniBand or RoCE, not iWARP; atomics need a device with atomics)";
+      return "the RDMA device does not support this operation (immediate data, datagrams and "
+             "out-of-band queue pairs need InfiniBand or RoCE, not iWARP; atomics need a "
+             "device with atomics)";
     case errc::device_limit_exceeded:
       return "the options ask for more than the RDMA device allows (queue depth or completion "
              "queue entries beyond its device_info limits)";

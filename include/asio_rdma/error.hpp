@@ -85,8 +85,10 @@ enum class errc {
   /// or rename); the receiver's receive_result::failure names the step.
   store_failed,
   /// The RDMA device lacks what the operation needs, so nothing was posted:
-  /// immediate data (write or send with immediate) and unreliable datagrams
-  /// on iWARP, atomics on a device whose device_info reports
+  /// immediate data (write or send with immediate), unreliable datagrams and
+  /// out-of-band queue pairs (prepared_queue_pair: iWARP connects only
+  /// through its TCP connection manager) on iWARP, atomics on a device whose
+  /// device_info reports
   /// atomic_capability::none. device_info says what a device has.
   operation_not_supported,
   /// The options ask for more than the RDMA device allows, so no queue pair

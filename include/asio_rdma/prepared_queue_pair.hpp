@@ -88,8 +88,10 @@ public:
   /// Opens `where` (a device and port), creates the queue pair with
   /// `options`' sizes, posts its receive buffers and moves it to INIT.
   /// Throws boost::system::system_error: errc::no_device (no such device or
-  /// no active port), errc::invalid_option, asio::error::invalid_argument
-  /// (no such port or GID index), or the device's refusal.
+  /// no active port), errc::operation_not_supported (an iWARP device: its
+  /// queue pairs connect only through rdma_cm, over TCP), errc::invalid_option,
+  /// asio::error::invalid_argument (no such port or GID index), or the
+  /// device's refusal.
   explicit prepared_queue_pair(const executor_type& ex, const queue_pair_location& where = {},
                                const connection_options& options = {});
   /// As above; reports failure through `ec` (the object is then empty).

@@ -67,6 +67,10 @@ error_code connection_impl::prepare_out_of_band(std::shared_ptr<void> device_lis
                                                 int gid_index, queue_pair_endpoint& local) {
   out_of_band_ = true;
   device_list_ = std::move(device_list);
+  // An iWARP queue pair runs over a TCP connection that only its connection manager
+  // makes: one moved to RTS by hand has nothing to send on (siw: EINVAL).
+  if (context->device->transport_type == IBV_TRANSPORT_IWARP)
+    return errc::operation_not_supported;
   port_num_ = port;
   // Private data has no carrier here: any length is ignored, not refused.
   if (auto ec = options_.validate(std::numeric_limits<std::size_t>::max()))

@@ -141,6 +141,13 @@ BOOST_AUTO_TEST_CASE(agrees_with_ibv_devinfo) {
   BOOST_TEST(number(p.at("max_msg_sz")) == port.max_message_size);
   BOOST_TEST(number(p.at("port_lid")) == port.lid);
 
+  if (info.transport == "iWARP") {
+    // ibv_devinfo lists the GID table the kernel keeps for InfiniBand and RoCE, which an
+    // iWARP device has not; the device's own GID (siw: from its MAC) is still there.
+    BOOST_TEST(out.gids.empty());
+    BOOST_TEST(port.gids.size() == 1u);
+    return;
+  }
   // The same GIDs, in the same order, of the same types.
   BOOST_REQUIRE(out.gids.size() == port.gids.size());
   for (std::size_t i = 0; i < port.gids.size(); ++i) {
