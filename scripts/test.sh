@@ -6,7 +6,8 @@
 #   3. packaging (scripts/test_packaging.sh): install, CMake package,
 #      pkg-config, .deb packages, consumer projects built against them;
 #   4. integration tests against real verbs: on the local RDMA device if
-#      there is one, otherwise inside the SoftRoCE VM (test/vm/run.sh);
+#      there is one, otherwise inside the SoftRoCE VM (test/vm/run.sh); then
+#      those labelled iwarp again on SoftiWARP (siw0, always in the VM);
 #   5. two-host tests: two SoftRoCE guests on one virtual wire, with faults
 #      (a host killed, a link cut) injected mid-run (test/vm/two_hosts).
 #   6. all of it again under ASan+UBSan+LSan, the threading tests under TSan,
@@ -65,6 +66,10 @@ run packaging scripts/test_packaging.sh
 # One VM boot for all integration tests; CTest's own per-test timeouts apply.
 run integration test/vm/run.sh --timeout 3000 -- \
   ctest --test-dir "$build_dir" -L integration --output-on-failure
+# iWARP: the tests labelled iwarp on SoftiWARP, in one VM boot (docs/devices.md says
+# what iWARP runs and what it refuses; the rest of the integration label is issue 26's).
+run iwarp test/vm/run.sh --vm --device siw --timeout 900 -- \
+  ctest --test-dir "$build_dir" -L iwarp --output-on-failure
 
 # Two hosts: every CTest test here boots its own pair of SoftRoCE guests on a
 # virtual wire (test/vm/two_hosts), so it runs from this machine, one at a time.
