@@ -100,6 +100,9 @@ public:
   /// asio::error::timed_out (the handshake did not finish within the
   /// connection timeout), errors of the device. Cancellation (any type)
   /// withdraws the wait; a request already being accepted is abandoned.
+  ///
+  /// On iWARP the accepted end must not send before the connecting end's first
+  /// message has arrived (MPA; docs/devices.md): let the connecting side speak first.
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_accept(CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, connection)>(

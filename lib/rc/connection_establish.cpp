@@ -122,6 +122,7 @@ void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_pt
     fail_establishment(asio::error::operation_aborted, from::user_call);
   });
   state_ = state::accepting;
+  accepted_ = true;
   arm_timeout(false);
   if (::rdma_accept(id_.get(), &param) != 0)
     return fail_establishment(from_errno(), from::user_call);

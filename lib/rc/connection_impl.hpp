@@ -91,6 +91,13 @@ public:
   std::shared_ptr<void> device_handle() const { return device_; }
   /// The device carries immediate data (every transport but iWARP).
   bool has_immediate_data() const noexcept { return device_ && device_->has_immediate_data(); }
+  /// This end accepted an iWARP connection: it must not send before the connecting end's
+  /// first message has arrived (MPA, RFC 5044 7.1.4). siw's connecting end otherwise
+  /// fails when the accepting end's first message overtakes its handshake
+  /// (RDMA_CM_EVENT_CONNECT_ERROR, -EINVAL, while the acceptor sees ESTABLISHED).
+  bool waits_for_first_message() const noexcept {
+    return accepted_ && device_ && device_->iwarp;
+  }
 
   /// Withdraws a queued (not yet posted) operation; called by its
   /// cancellation slot.
@@ -189,6 +196,7 @@ private:
 
   // Out of band: no rdma_cm id; the port and GID the queue pair uses.
   bool out_of_band_ = false;
+  bool accepted_ = false; // made by start_accept
   std::uint8_t port_num_ = 0;
   int gid_index_ = 0;
   std::uint8_t link_layer_ = 0;

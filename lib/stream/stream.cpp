@@ -9,11 +9,12 @@
 #include "stream/stream_impl.hpp"
 
 #include "internal_access.hpp"
-#include "rc/connection_impl.hpp" // has_immediate_data
+#include "rc/connection_impl.hpp" // has_immediate_data, waits_for_first_message
 #include "throw_if.hpp"
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace asio_rdma {
 
@@ -128,10 +129,17 @@ void stream_impl::open(error_code& ec) {
   mine.rkey = ring_.rkey();
   mine.ring_size = static_cast<std::uint32_t>(in_.ring_size());
   advertisement_body_ = wire::encode(mine);
+  // An iWARP acceptor may not send first: it advertises in answer to the peer's.
+  advertise_later_ = conn_impl_->waits_for_first_message();
+  if (!advertise_later_)
+    send_advertisement();
+  arm_receive(shared_from_this());
+}
+
+void stream_impl::send_advertisement() {
   single_buffer<asio::const_buffer> body{asio::buffer(advertisement_body_)};
   start_send(conn_impl_, body.view(), std::nullopt,
              completion(advertisement_memory_, &stream_impl::write_posted));
-  arm_receive(shared_from_this());
 }
 
 void stream_impl::close() noexcept {
@@ -217,6 +225,8 @@ bool stream_impl::take_advertisement(const wire::advertisement& ad) {
     return false; // a second one
   peer_ = ad;
   out_.set_peer_ring(ad.ring_size);
+  if (std::exchange(advertise_later_, false))
+    send_advertisement();
   wake_writer();
   return true;
 }

@@ -60,6 +60,7 @@ private:
   /// Acts on one message; false if it breaks the protocol.
   bool handle(const received_message& message);
   bool take_advertisement(const stream_wire::advertisement& ad);
+  void send_advertisement();
 
   // Reading.
   void wake_reader();
@@ -129,6 +130,7 @@ private:
   // Control messages: the advertisement, credit (one in flight), the end of data.
   std::array<std::byte, stream_wire::advertisement_size> advertisement_body_{};
   handler_memory advertisement_memory_;
+  bool advertise_later_ = false; // on receiving the peer's (an iWARP acceptor)
   bool credit_in_flight_ = false;
   std::array<std::byte, stream_wire::word_size> credit_body_{};
   handler_memory credit_memory_;
