@@ -168,10 +168,12 @@ awaitable<void> latency_worker(run& r, peer& p) {
   const bool ping_pong =
       r.s.op == operation::send || r.s.op == operation::write_imm || r.s.op == operation::write;
   // --lat-send post: the request's completion goes to this callback, not awaited.
-  auto collect = [&r](asio_rdma::error_code ec, std::size_t) {
+  auto collect = [&r, &p](asio_rdma::error_code ec, std::size_t) {
     --r.posted_requests;
-    if (ec)
+    if (ec) {
       r.fail(ec);
+      p.conn.close(); // no reply will come (a refused request): end the wait for it
+    }
   };
   while (!r.m.done()) {
     auto start = clock::now();
