@@ -50,6 +50,11 @@ struct write_tracker {
 
   explicit write_tracker(const asio::any_io_executor& ex)
       : signal(ex, asio::steady_timer::time_point::max()) {}
+  /// Keeps the first error of a posted write or send.
+  void note(error_code ec) noexcept {
+    if (ec && !error)
+      error = ec;
+  }
   memory_region region;
   asio::steady_timer signal; // cancelled whenever a write or send completes
   std::uint64_t posted = 0;
@@ -303,8 +308,7 @@ private:
     busy = true;
     conn_.async_send(asio::buffer(message.data(), message.size()),
                      [t = writes_, &busy](error_code ec, std::size_t) {
-                       if (ec && !t->error)
-                         t->error = ec;
+                       t->note(ec);
                        busy = false;
                        t->signal.cancel();
                      });
@@ -556,17 +560,13 @@ private:
   void post_chunk(const local_buffer& local, const remote_buffer& remote, std::uint32_t seq,
                   std::size_t local_slot) {
     auto done = [w = writes_](error_code ec, std::size_t) {
-      if (ec && !w->error)
-        w->error = ec;
+      w->note(ec);
       ++w->done;
       w->signal.cancel();
     };
     if (!notices_)
       return conn_.async_write_with_imm(local, remote, seq, std::move(done));
-    conn_.async_write(local, remote, [w = writes_](error_code ec, std::size_t) {
-      if (ec && !w->error)
-        w->error = ec;
-    });
+    conn_.async_write(local, remote, [w = writes_](error_code ec, std::size_t) { w->note(ec); });
     proto::chunk_written notice;
     notice.sequence = seq;
     notice.length = local.length;
