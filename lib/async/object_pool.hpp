@@ -56,6 +56,7 @@ public:
   bool empty() const noexcept { return list_.empty(); }
   T* front() noexcept { return list_.empty() ? nullptr : &list_.front(); }
   void push(T* object) noexcept { list_.push_back(*object); }
+  void push_front(T* object) noexcept { list_.push_front(*object); }
   T* pop() noexcept {
     if (list_.empty())
       return nullptr;

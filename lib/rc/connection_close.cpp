@@ -50,6 +50,21 @@ void connection_impl::close() noexcept {
   begin_close({});
 }
 
+void connection_impl::queue_pair_failed() {
+  // A flush while open: the queue pair went to the error state without us. The peer's
+  // disconnect does that too, and its CM event (an orderly end: eof) may still be on its
+  // way; if none has come after a grace period, the peer ended the connection abruptly
+  // (iWARP's TERMINATE after a remote error, which tells the writer nothing else).
+  if (queue_pair_failed_)
+    return;
+  queue_pair_failed_ = true;
+  timer_.expires_after(std::chrono::milliseconds(200));
+  timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
+    if (auto self = weak.lock(); self && !ec && self->state_ == state::open)
+      self->begin_close(asio::error::connection_reset);
+  });
+}
+
 void connection_impl::begin_close(error_code reason) {
   // The poll below runs handlers, and one may drop the user's last reference
   // (a coroutine that ends and destroys its connection): keep this object
@@ -63,6 +78,7 @@ void connection_impl::begin_close(error_code reason) {
   const bool was_connected = state_ == state::open;
   state_ = state::closing;
   keepalive_timer_.cancel();
+  credit_timer_.cancel();
   sync_interest();
   if (qp_created_) {
     // rdma_disconnect moves the queue pair to the error state (flushing all
@@ -83,7 +99,7 @@ void connection_impl::begin_close(error_code reason) {
   fail_waiting_receives(from::user_call);
   if (state_ != state::closing)
     return; // a handler run by the poll finished the close
-  if (sends_.outstanding() > 0 && !shared_) {
+  if ((sends_.outstanding() > 0 || reports_in_flight_ > 0) && !shared_) {
     // Posted sends have handlers waiting for their flush; bound that wait in
     // case a device never flushes.
     drain_timer_.expires_after(std::chrono::seconds(2));
@@ -99,6 +115,7 @@ void connection_impl::finish_close() {
   drain_timer_.cancel();
   teardown();
   state_ = state::closed;
+  reports_in_flight_ = 0; // withdrawn with the queue pair, as the sends below
   // Destroying the queue pair withdrew whatever the device had not flushed.
   while (operation* op = sends_.pop_posted()) {
     release_send_slot(op);

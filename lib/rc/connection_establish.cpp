@@ -108,9 +108,11 @@ void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_pt
     return fail_establishment(errc::invalid_option, from::user_call);
   if (auto ec = set_ack_timeout(); ec || (ec = create_resources(id_->verbs)))
     return fail_establishment(ec, from::user_call);
+  take_peer_private_data(data); // now that the device is known: its credit offer
   rdma_conn_param param{};
-  param.private_data = options_.private_data.data();
-  param.private_data_len = static_cast<std::uint8_t>(options_.private_data.size());
+  const auto ours = private_data_to_send();
+  param.private_data = ours.data();
+  param.private_data_len = static_cast<std::uint8_t>(ours.size());
   // Reads and atomics the peer may have outstanding towards us, and we towards it.
   param.responder_resources = std::min<int>(
       {options_.responder_resources, request.initiator_depth, device_->attributes.max_qp_rd_atom});
@@ -160,6 +162,11 @@ error_code connection_impl::create_resources(ibv_context* context) {
   // What the device cannot hold is refused with a clear error before anything is made
   // (the kernel's answer would be ENOMEM or EINVAL); what can be fitted is, below.
   const auto& limits = device_->attributes;
+  // On iWARP, credit reports (connection_credits.cpp) have send queue entries of their
+  // own; the window gives them up where the device has no more.
+  const std::uint32_t report_entries = device_->iwarp ? report_slots : 0;
+  const std::uint32_t window =
+      std::min(send_depth, std::uint32_t(limits.max_qp_wr) - report_entries);
   if (send_depth > std::uint32_t(limits.max_qp_wr) ||
       (!options_.shared_queues && (recv_depth > std::uint32_t(limits.max_qp_wr) ||
                                    send_depth + recv_depth > std::uint32_t(limits.max_cqe))))
@@ -173,7 +180,8 @@ error_code connection_impl::create_resources(ibv_context* context) {
     receives_ = &shared_->ring();
     recv_depth = receives_->depth();
   } else {
-    cq_ = completion_queue::create(ex_, context, static_cast<int>(send_depth + recv_depth), ec);
+    cq_ = completion_queue::create(
+        ex_, context, static_cast<int>(send_depth + report_entries + recv_depth), ec);
     if (ec)
       return ec;
     cq_->attach(weak_from_this(), {&connection_impl::after_cq_batch, this});
@@ -188,13 +196,15 @@ error_code connection_impl::create_resources(ibv_context* context) {
   if ((ec =
            atomic_block_.allocate(pd(), send_depth, sizeof(std::uint64_t), IBV_ACCESS_LOCAL_WRITE)))
     return ec;
+  if ((ec = prepare_credits()))
+    return ec;
 
   ibv_qp_init_attr attr{};
   attr.send_cq = cq_->native();
   attr.recv_cq = cq_->native();
   attr.qp_type = IBV_QPT_RC;
   attr.sq_sig_all = 0;
-  attr.cap.max_send_wr = send_depth;
+  attr.cap.max_send_wr = window + report_entries;
   attr.cap.max_recv_wr = shared_ ? 0 : recv_depth;
   attr.srq = shared_ ? shared_->srq() : nullptr;
   attr.cap.max_send_sge = std::min(options_.max_send_sge, std::uint32_t(limits.max_sge));
@@ -214,7 +224,7 @@ error_code connection_impl::create_resources(ibv_context* context) {
   max_send_sge_ = attr.cap.max_send_sge;
 
   arrived_.reset(recv_depth);
-  sends_.set_depth(send_depth);
+  sends_.set_depth(window);
   sends_.set_iwarp(device_->iwarp);
   free_send_slots_.reserve(send_depth);
   for (std::uint32_t i = send_depth; i > 0; --i)
@@ -249,8 +259,9 @@ void connection_impl::on_cm_event(const cm_event& event) {
     if (auto ec = create_resources(id_->verbs))
       return fail_establishment(ec, from::completion_path);
     rdma_conn_param param{};
-    param.private_data = options_.private_data.data();
-    param.private_data_len = static_cast<std::uint8_t>(options_.private_data.size());
+    const auto ours = private_data_to_send();
+    param.private_data = ours.data();
+    param.private_data_len = static_cast<std::uint8_t>(ours.size());
     param.responder_resources =
         std::min<int>(options_.responder_resources, device_->attributes.max_qp_rd_atom);
     param.initiator_depth =
@@ -294,10 +305,8 @@ void connection_impl::finish_establishment(const cm_event& event) {
   if (!establish_handler_)
     return;
   timer_.cancel();
-  if (state_ == state::connecting) { // the acceptor's reply carries its private data
-    auto data = event.data();
-    peer_private_data_.assign(data.begin(), data.end());
-  }
+  if (state_ == state::connecting) // the acceptor's reply carries its private data
+    take_peer_private_data(event.data());
   if (state_ == state::connecting) {
     // The queue pair reached RTS while rdma_cm processed the reply.
     if (auto ec = set_rnr_timer())
@@ -362,12 +371,16 @@ void connection_impl::keepalive_tick() {
     // no receive buffer, no memory and no rkey there (IBTA C9-88).
     work_request probe;
     probe.op = work_request::kind::write;
-    work(probe, size_operation(
-                    [weak = weak_from_this()](error_code, std::size_t) {
-                      if (auto self = weak.lock())
-                        self->keepalive_.probe_finished();
-                    },
-                    ex_));
+    // It overtakes messages held back by credits (iWARP): the probe needs none, and a
+    // sender held back still learns whether its peer lives.
+    work(probe,
+         size_operation(
+             [weak = weak_from_this()](error_code, std::size_t) {
+               if (auto self = weak.lock())
+                 self->keepalive_.probe_finished();
+             },
+             ex_),
+         true);
     break;
   }
   case keepalive_monitor::verdict::keep_waiting:

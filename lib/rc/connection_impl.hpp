@@ -7,6 +7,7 @@
 #include "cm/cm_channel.hpp"
 #include "rc/arrival_queue.hpp"
 #include "rc/close_reason.hpp"
+#include "rc/credit_flow.hpp"
 #include "rc/establishment.hpp"
 #include "rc/keepalive_monitor.hpp"
 #include "rc/operation_count.hpp"
@@ -55,7 +56,8 @@ public:
   // Operations (see connection.hpp for their contracts).
   void send(const buffer_view<asio::const_buffer>& buffers, std::optional<std::uint32_t> immediate,
             size_operation&& pending);
-  void work(const work_request& request, size_operation&& pending);
+  /// `overtakes`: may pass every queued request (keepalive's probe).
+  void work(const work_request& request, size_operation&& pending, bool overtakes = false);
   void batch(std::span<const batch_entry> entries, size_operation&& pending);
   void receive(const buffer_view<asio::mutable_buffer>& buffers, message_operation&& pending);
   void disconnect(pending_operation<void(error_code)>&& pending);
@@ -118,6 +120,18 @@ private:
   void arm_keepalive();
   void keepalive_tick();
 
+  // Flow control by credits on iWARP (credit_flow.hpp, connection_credits.cpp).
+  error_code prepare_credits();
+  /// The user's private data, with our credit offer appended where we make one.
+  std::span<const std::byte> private_data_to_send();
+  /// Keeps the peer's private data for the user, less the credit offer it may end with,
+  /// which starts the flow control.
+  void take_peer_private_data(std::span<const std::byte> data);
+  void refresh_credits();
+  void wait_for_credits();
+  void report_credits();
+  static void on_report_complete(completion_target* target, const ibv_wc& wc, from origin);
+
   void schedule_post();
   void post_sends(ibv_qp* qp);
   void prepare_send(operation* op);
@@ -141,11 +155,14 @@ private:
   void begin_close(error_code reason);
   /// Finishes a close once no posted send is left (receive buffers need no wait).
   void maybe_finish_close() {
-    if (state_ == state::closing && sends_.outstanding() == 0)
+    if (state_ == state::closing && sends_.outstanding() == 0 && reports_in_flight_ == 0)
       finish_close();
   }
   void finish_close();
   void teardown();
+  /// A flush arrived while open: close with connection_reset unless the CM's
+  /// disconnect event comes first (connection_close.cpp).
+  void queue_pair_failed();
   void complete_disconnect(error_code ec);
 
   /// Completes `op` from `origin`: a receive with `message` (its size `bytes` when there
@@ -153,7 +170,7 @@ private:
   void complete(operation* op, error_code ec, std::size_t bytes, from origin,
                 const received_message* message = nullptr);
   operation* new_op(op_kind kind);
-  void queue_send(operation* op);
+  void queue_send(operation* op, bool overtakes = false);
   void post_or_batch(operation* op);
   error_code check_batch(std::span<const batch_entry> entries) const;
   bool finish_batch_part(operation*& op, error_code& ec, std::size_t& bytes);
@@ -218,6 +235,25 @@ private:
   operation_count ops_;          // pending user operations
   bool channel_interest_ = false; // the waits held for them
   bool cq_interest_ = false;
+
+  // Credits (iWARP): the word the peer reports into and our reports' sources; the offer
+  // sent; what we report to the peer; a sender's wait for the word to change.
+  static constexpr std::uint32_t report_slots = 2; // reports in flight at most
+  struct report_target : completion_target {
+    connection_impl* owner = nullptr;
+  };
+  registered_block credit_block_;
+  std::array<std::byte, 256> offer_data_{};
+  credit_reporter reporter_;
+  bool reports_credits_ = false;
+  std::uint64_t peer_word_address_ = 0;
+  std::uint32_t peer_word_rkey_ = 0;
+  report_target report_target_;
+  std::uint32_t reports_in_flight_ = 0;
+  std::uint32_t next_report_slot_ = 0;
+  asio::steady_timer credit_timer_;
+  bool credit_timer_armed_ = false;
+  bool queue_pair_failed_ = false;
 
   close_reason ending_; // why the connection left the open state: what operations get
 

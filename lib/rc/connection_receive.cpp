@@ -66,6 +66,7 @@ void connection_impl::on_receive_complete(completion_target* target, const ibv_w
 void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc, from origin) {
   ++completions_;
   if (wc.status == IBV_WC_SUCCESS) {
+    reporter_.arrived();
     const arrived_message msg = arrived_message::from(index, wc);
     operation* waiting = waiting_receives_.front();
     // The common case (a receive waits, no earlier message is queued, it fits): hand the
@@ -80,6 +81,8 @@ void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc, from
     release_receive(index); // a failed receive holds no message
     if (wc.status != IBV_WC_WR_FLUSH_ERR)
       begin_close(make_wc_error(wc.status));
+    else if (state_ == state::open)
+      queue_pair_failed();
   }
   deliver_waiting(origin);
   maybe_finish_close();

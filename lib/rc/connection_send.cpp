@@ -60,7 +60,8 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
   queue_send(op);
 }
 
-void connection_impl::work(const work_request& request, size_operation&& pending) {
+void connection_impl::work(const work_request& request, size_operation&& pending,
+                           bool overtakes) {
   error_code ec = state_ != state::open ? ending_.for_new_work() : check_work(request);
   operation* op = new_op(op_kind::work);
   op->handler = std::move(pending);
@@ -68,7 +69,7 @@ void connection_impl::work(const work_request& request, size_operation&& pending
     return complete(op, ec, 0, from::user_call);
   op->on_complete = &connection_impl::on_send_complete;
   prepare_work(op, request);
-  queue_send(op);
+  queue_send(op, overtakes);
 }
 
 operation* connection_impl::new_op(op_kind kind) {
@@ -85,10 +86,13 @@ operation* connection_impl::new_op(op_kind kind) {
   return op;
 }
 
-void connection_impl::queue_send(operation* op) {
+void connection_impl::queue_send(operation* op, bool overtakes) {
   op->counted = true;
   op_started();
-  sends_.queue(op);
+  if (overtakes)
+    sends_.queue_first(op);
+  else
+    sends_.queue(op);
   post_or_batch(op);
 }
 
@@ -249,12 +253,17 @@ void connection_impl::post_queued() {
   if (receives_->has_released() && !shared_) {
     if (state_ == state::closing || state_ == state::closed || !qp_created_)
       receives_->forget_released();
-    else if (auto ec = receives_->post_to(qp_))
+    else if (const auto count = receives_->released_count(); auto ec = receives_->post_to(qp_))
       begin_close(ec);
+    else {
+      reporter_.posted(count);
+      report_credits();
+    }
   }
 }
 
 void connection_impl::post_sends(ibv_qp* qp) {
+  refresh_credits();
   // As many queued requests as the send queue has room for, chained.
   const auto chain = sends_.take([this](operation* op) {
     op->posted = true;
@@ -268,6 +277,9 @@ void connection_impl::post_sends(ibv_qp* qp) {
                     sizeof(std::uint64_t), atomic_block_.mr->lkey};
     }
   });
+  // Held back by credits with nothing posted whose completion would look again.
+  if (sends_.outstanding() == 0 && sends_.waits_for_credits())
+    wait_for_credits();
   if (!chain.first)
     return;
   statistics_.work_requests += chain.requests;
@@ -349,7 +361,12 @@ void connection_impl::finish_posted(operation* op, ibv_wc_status status, from or
     std::memcpy(&value, atomic_block_.slot(op->send_slot), sizeof value);
   release_send_slot(op);
   error_code ec;
-  if (status == IBV_WC_WR_FLUSH_ERR) {
+  if (status == IBV_WC_WR_FLUSH_ERR && state_ == state::open) {
+    // Flushed though we did not close: the queue pair failed under us (iWARP: the peer
+    // terminated the connection, after an error at its end).
+    ec = asio::error::connection_reset;
+    queue_pair_failed();
+  } else if (status == IBV_WC_WR_FLUSH_ERR) {
     ec = ending_.for_withdrawn_work();
   } else if (status != IBV_WC_SUCCESS) {
     ec = make_wc_error(status);

@@ -69,6 +69,14 @@ struct operation : completion_target, queue_hook {
   /// operation's values: the device reads only those of the opcode.
   ibv_send_wr wr{};
   ibv_sge sge[max_buffers]{};
+
+  /// Uses a receive buffer at the peer (send_window's credits): a send, or a write with
+  /// immediate data. Known before the request is prepared: a send's opcode is set when it
+  /// is posted, other work's at initiation.
+  bool takes_peer_receive() const noexcept {
+    return kind == op_kind::send || wr.opcode == IBV_WR_SEND ||
+           wr.opcode == IBV_WR_SEND_WITH_IMM || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  }
 };
 
 } // namespace asio_rdma::detail

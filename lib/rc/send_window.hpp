@@ -15,8 +15,10 @@
 
 namespace asio_rdma::detail {
 
-/// `Request` derives from queue_hook (for the intrusive queues) and has an
-/// `ibv_send_wr wr` that take()'s `prepare` fills in.
+/// `Request` derives from queue_hook (for the intrusive queues), has an
+/// `ibv_send_wr wr` that take()'s `prepare` fills in, and says by
+/// `takes_peer_receive()`, before it is prepared, whether it uses a receive at the peer
+/// (a send, or a write with immediate data).
 template <typename Request> class send_window {
 public:
   /// One completion per this many requests. RC completes in order, so a
@@ -44,6 +46,28 @@ public:
   ///   then asks for its own completion too, so that the device copies it instead.
   void set_iwarp(bool iwarp) noexcept { iwarp_ = iwarp; }
 
+  /// Flow control by credits (credit_flow.hpp), for transports without RNR retry: from
+  /// now on a request that takes a receive at the peer is chained only while the peer has
+  /// posted more receives than were taken. `peer_posted` is the peer's count of receives
+  /// posted (modulo 2^32), first its receive depth.
+  void limit_by_credits(std::uint32_t peer_posted) noexcept {
+    credit_limited_ = true;
+    peer_posted_ = peer_posted;
+    taken_ = 0;
+  }
+  /// The peer's count of receives posted, as it last reported it. A count older than the
+  /// one known (reports may be read in any order) changes nothing.
+  void peer_posted(std::uint32_t posted) noexcept {
+    if (std::int32_t(posted - peer_posted_) > 0)
+      peer_posted_ = posted;
+  }
+  bool credit_limited() const noexcept { return credit_limited_; }
+  /// The next queued request takes a receive at the peer, and the peer has none free for it.
+  bool waits_for_credits() noexcept {
+    const Request* r = queued_.front();
+    return r && credit_limited_ && r->takes_peer_receive() && peer_posted_ == taken_;
+  }
+
   /// Posted requests that have not completed.
   std::uint32_t outstanding() const noexcept { return outstanding_; }
   /// Some initiated request waits for room in the send queue.
@@ -51,6 +75,9 @@ public:
 
   /// An initiated request joins the queue; take() posts it in turn.
   void queue(Request* r) noexcept { queued_.push(r); }
+  /// A request that may overtake every queued one (one whose order does not matter, as a
+  /// keepalive probe) joins the queue at its head: held-back messages do not hold it.
+  void queue_first(Request* r) noexcept { queued_.push_front(r); }
   /// Takes back a queued request, one that take() has not chained (cancellation).
   void withdraw(Request* r) noexcept { queued_.remove(r); }
   /// The request queued after queued request `r`, or null (a batch's requests are queued
@@ -68,9 +95,13 @@ public:
     ibv_send_wr* last = nullptr;
     std::uint32_t unsignaled = 0; // chained since the last signalled request
     while (outstanding_ < depth_) {
+      if (waits_for_credits())
+        break; // in order: what is queued behind it waits too
       Request* r = queued_.pop();
       if (!r)
         break;
+      if (credit_limited_ && r->takes_peer_receive())
+        ++taken_;
       prepare(r);
       r->wr.send_flags &= ~unsigned(IBV_SEND_SIGNALED);
       if (completes_alone(r) || copied_only_if_signalled(r)) {
@@ -103,6 +134,8 @@ public:
       ++count;
     posted_.drop_tail(count, [&](Request* r) {
       --outstanding_;
+      if (credit_limited_ && r->takes_peer_receive())
+        --taken_; // never reached the peer
       f(r);
     });
   }
@@ -169,6 +202,9 @@ private:
   std::uint32_t depth_ = 0;
   std::uint32_t outstanding_ = 0;
   bool iwarp_ = false;
+  bool credit_limited_ = false;
+  std::uint32_t peer_posted_ = 0; // the peer's receives posted, as last reported
+  std::uint32_t taken_ = 0;       // requests posted that took one (modulo 2^32)
 };
 
 } // namespace asio_rdma::detail

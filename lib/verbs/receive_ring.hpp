@@ -48,6 +48,7 @@ public:
   /// Gives a slot back; it is posted again by the next post_to().
   void release(std::uint32_t index) { released_.push_back(index); }
   bool has_released() const { return !released_.empty(); }
+  std::uint32_t released_count() const { return static_cast<std::uint32_t>(released_.size()); }
   void forget_released() { released_.clear(); }
 
   /// Posts every released slot in one chained call.

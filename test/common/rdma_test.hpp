@@ -41,6 +41,23 @@ inline device_info device_under_test() {
   return query_device(name);
 }
 
+/// Whether an error at the peer's end of a write (a wrong key, a missing permission) is
+/// reported to the write itself. iWARP completes a write once its transport (TCP) has
+/// it: the peer then ends the connection, and the writer learns only that.
+inline bool remote_errors_reach_the_writer() {
+  return device_under_test().transport != "iWARP";
+}
+
+/// Where remote errors do not reach the writer: checks that its connection ends all the
+/// same, soon and clearly (a pending receive fails instead of waiting for ever).
+inline asio::awaitable<void> expect_connection_ended_by_peer(connection& c) {
+  std::array<std::byte, 64> unused;
+  auto [ec, n] = co_await c.async_receive(asio::buffer(unused), asio::as_tuple(asio::use_awaitable));
+  BOOST_TEST_MESSAGE("the writer's connection ended: " << ec.message());
+  BOOST_TEST(ec.failed());
+  BOOST_TEST(!c.is_open());
+}
+
 /// Runs `body()` (an awaitable) on `io` until it finishes; fails the test if
 /// it throws or has not finished within `limit` (nothing may hang).
 template <typename Body>

@@ -98,8 +98,13 @@ BOOST_AUTO_TEST_CASE(message_larger_than_peer_buffers_fails_that_connection_only
     auto [sec, sn] = co_await bad.client.async_send(asio::buffer(too_big),
                                                     asio::as_tuple(use_awaitable));
     BOOST_TEST_MESSAGE("sender: " << sec.message() << " / " << sec.category().name());
-    BOOST_TEST((sec.category() == ar::wc_category()));
-    BOOST_TEST((sec == ar::wc_condition::remote), sec.message());
+    // iWARP completes a send once its transport (TCP) has it: the sender learns of the
+    // failure when the receiver ends the connection (below). Elsewhere the send fails.
+    const bool iwarp = ar::test::device_under_test().transport == "iWARP";
+    if (!iwarp) {
+      BOOST_TEST((sec.category() == ar::wc_category()));
+      BOOST_TEST((sec == ar::wc_condition::remote), sec.message());
+    }
     auto [rec, rn] = co_await bad.server.async_receive(asio::buffer(in),
                                                        asio::as_tuple(use_awaitable));
     BOOST_TEST_MESSAGE("receiver: " << rec.message());
@@ -107,6 +112,12 @@ BOOST_AUTO_TEST_CASE(message_larger_than_peer_buffers_fails_that_connection_only
     BOOST_TEST((rec == ar::wc_condition::local), rec.message());
     BOOST_TEST((rec.category() == ar::wc_category()));
     BOOST_TEST(!bad.server.is_open());
+    // The sender's connection ends too: its pending receive with an error, not a hang.
+    auto [cec, cn] = co_await bad.client.async_receive(asio::buffer(in),
+                                                       asio::as_tuple(use_awaitable));
+    BOOST_TEST_MESSAGE("sender's receive: " << cec.message());
+    BOOST_TEST(cec.failed());
+    BOOST_TEST(!bad.client.is_open());
     // The other connection is untouched.
     auto m = message(7, 1024);
     co_await good.client.async_send(asio::buffer(m), use_awaitable);

@@ -18,6 +18,8 @@ using asio_rdma::detail::send_window;
 struct request : asio_rdma::detail::queue_hook {
   ibv_send_wr wr{};
   int id = 0;
+  bool message = true; // a send: takes a receive at the peer
+  bool takes_peer_receive() const noexcept { return message; }
 };
 
 template <std::size_t N> struct fixture {
@@ -255,5 +257,68 @@ BOOST_AUTO_TEST_CASE(close_takes_back_queued_then_posted_requests) {
   BOOST_TEST(f.window.outstanding() == 0u);
   BOOST_TEST(!f.window.has_queued());
 }
+
+
+BOOST_AUTO_TEST_SUITE(credits)
+
+BOOST_AUTO_TEST_CASE(messages_stop_at_the_peers_receives_and_what_follows_waits_in_order) {
+  fixture<6> f(64);
+  f.window.limit_by_credits(3);
+  f.requests[1].message = false; // a write: takes no receive at the peer
+  f.queue_all();
+  auto c = f.take();
+  // 0, (write 1), 2, 3 use the three receives; 4 waits, and 5 behind it.
+  BOOST_TEST(ids(c.first) == (std::vector<int>{0, 1, 2, 3}), boost::test_tools::per_element());
+  BOOST_TEST(f.window.waits_for_credits());
+  BOOST_TEST(!f.take().first);
+  // The peer reports two more receives posted: 4 and 5 go.
+  f.window.peer_posted(5);
+  BOOST_TEST(!f.window.waits_for_credits());
+  auto more = f.take();
+  BOOST_TEST(ids(more.first) == (std::vector<int>{4, 5}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(an_older_report_read_late_changes_nothing) {
+  fixture<6> f(64);
+  f.window.limit_by_credits(2);
+  f.queue_all();
+  BOOST_TEST(ids(f.take().first) == (std::vector<int>{0, 1}), boost::test_tools::per_element());
+  f.window.peer_posted(4);
+  f.window.peer_posted(3); // an older report: ignored
+  BOOST_TEST(ids(f.take().first) == (std::vector<int>{2, 3}), boost::test_tools::per_element());
+  BOOST_TEST(f.window.waits_for_credits());
+}
+
+BOOST_AUTO_TEST_CASE(a_request_queued_first_overtakes_messages_held_back) {
+  fixture<3> f(64);
+  f.window.limit_by_credits(0);
+  f.window.queue(&f.requests[0]);
+  f.window.queue(&f.requests[1]);
+  f.requests[2].message = false; // keepalive's probe
+  f.window.queue_first(&f.requests[2]);
+  BOOST_TEST(ids(f.take().first) == (std::vector<int>{2}), boost::test_tools::per_element());
+  BOOST_TEST(f.window.waits_for_credits());
+}
+
+BOOST_AUTO_TEST_CASE(messages_the_device_refused_give_their_credits_back) {
+  fixture<4> f(64);
+  f.window.limit_by_credits(4);
+  f.queue_all();
+  auto c = f.take();
+  // The device took 0 and 1 only: 2 and 3 never reached the peer.
+  f.window.unposted(c.first->next->next, [](request*) {});
+  f.window.queue(&f.requests[2]);
+  f.window.queue(&f.requests[3]);
+  BOOST_TEST(ids(f.take().first) == (std::vector<int>{2, 3}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(without_credits_nothing_is_held_back) {
+  fixture<8> f(64);
+  f.queue_all();
+  BOOST_TEST(f.take().requests == 8u);
+  BOOST_TEST(!f.window.waits_for_credits());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE_END()
