@@ -23,7 +23,11 @@ struct connection_options {
   /// beyond its max_cqe, the connection fails with errc::device_limit_exceeded.
   std::uint32_t send_queue_depth = 64;
   /// Receive buffers the library keeps posted. A sender that outruns the
-  /// receiver is held back by RNR retries (flow control), never failed.
+  /// receiver is held back by RNR retries (flow control), never failed. On
+  /// iWARP, which has no RNR retry, by the library's credits instead: the
+  /// receiver tells the sender (an RDMA write, no receive used) how many
+  /// buffers it has posted, and the sender's messages wait, in order, until
+  /// one is free (docs/devices.md).
   /// Refused like send_queue_depth beyond the device's limits.
   std::uint32_t receive_queue_depth = 64;
   /// Largest message async_send accepts and the size of each receive buffer.
@@ -56,7 +60,8 @@ struct connection_options {
   /// outruns a slow receiver. Rounded up to the next value the transport can
   /// encode (10 us .. 491.52 ms); rdma_cm's own default would be 655 ms.
   /// Devices round it further up to their timer resolution (rxe: one kernel
-  /// tick, 1-4 ms).
+  /// tick, 1-4 ms). On iWARP (credits, see receive_queue_depth) a sender with
+  /// nothing in flight looks for freed buffers again after this long.
   std::chrono::microseconds rnr_retry_delay = std::chrono::microseconds(640);
   /// Transport (ACK) timeout: 4.096 us x 2^ack_timeout_exponent before a
   /// request without acknowledgement is sent again (1..31; default 15, about

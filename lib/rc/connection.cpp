@@ -1,6 +1,7 @@
 // asio_rdma::connection and asio_rdma::connection_request: thin handles.
 #include "cm/endpoint.hpp"
 #include "rc/connection_impl.hpp"
+#include "rc/credit_flow.hpp"
 #include "rc/pending_request.hpp"
 #include "verbs/verbs_error.hpp"
 
@@ -80,7 +81,15 @@ boost::asio::ip::tcp::endpoint connection_request::remote_endpoint() const {
 }
 
 std::span<const std::byte> connection_request::private_data() const noexcept {
-  return request_ ? request_->event.data() : std::span<const std::byte>();
+  if (!request_)
+    return {};
+  auto data = request_->event.data();
+  // On iWARP the library's credit offer follows the application's private data
+  // (rc/credit_flow.hpp): the application sees its own part only.
+  const rdma_cm_id* id = request_->id.get();
+  if (id && id->verbs && id->verbs->device->transport_type == IBV_TRANSPORT_IWARP)
+    detail::take_offer(data);
+  return data;
 }
 
 void connection_request::reject(std::span<const std::byte> private_data) {

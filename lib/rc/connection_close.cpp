@@ -99,7 +99,7 @@ void connection_impl::begin_close(error_code reason) {
   fail_waiting_receives(from::user_call);
   if (state_ != state::closing)
     return; // a handler run by the poll finished the close
-  if ((sends_.outstanding() > 0 || reports_in_flight_ > 0) && !shared_) {
+  if (sends_.outstanding() > 0 && !shared_) {
     // Posted sends have handlers waiting for their flush; bound that wait in
     // case a device never flushes.
     drain_timer_.expires_after(std::chrono::seconds(2));

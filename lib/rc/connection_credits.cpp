@@ -106,12 +106,17 @@ void connection_impl::report_credits() {
 
 void connection_impl::on_report_complete(completion_target* target, const ibv_wc& wc, from) {
   connection_impl* self = static_cast<report_target*>(target)->owner;
+  if (self->state_ == state::closed)
+    return; // flushed after the close, which counted it gone
   --self->reports_in_flight_;
   ++self->completions_;
-  if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR)
-    self->begin_close(make_wc_error(wc.status));
-  else
+  if (wc.status == IBV_WC_SUCCESS)
     self->report_credits(); // one held back while both sources were in flight
+  else if (self->state_ == state::open)
+    // Our own write failed: the connection is going down under us (siw: LOC_QP_OP_ERR
+    // when the peer's TCP connection breaks). The CM's event, or the grace period after
+    // it, says how: the report's status would only mislead.
+    self->queue_pair_failed();
   self->maybe_finish_close();
 }
 

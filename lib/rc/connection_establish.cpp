@@ -5,6 +5,7 @@
 
 #include "cm/endpoint.hpp"
 #include "internal_access.hpp"
+#include "trace.hpp"
 #include "rc/qp_timers.hpp"
 #include "rc/shared_queues_impl.hpp"
 #include "verbs/verbs_error.hpp"
@@ -21,6 +22,13 @@ namespace {
 // rdma_cm says ENODEV when no RDMA device serves an address or its route.
 error_code cm_error(error_code ec) {
   return ec == boost::system::errc::no_such_device ? error_code(errc::no_device) : ec;
+}
+
+// rdma_resolve_addr refuses with EINVAL an address that no device can reach from here
+// (127.0.0.1 on a machine whose only device is siw): the address itself was valid.
+error_code address_error(error_code ec) {
+  return ec == boost::system::errc::invalid_argument ? error_code(errc::address_resolution_failed)
+                                                     : cm_error(ec);
 }
 
 int timeout_ms(std::chrono::milliseconds t) {
@@ -89,7 +97,7 @@ void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination
   }
   if (::rdma_resolve_addr(id_.get(), src_ptr, reinterpret_cast<sockaddr*>(&dst),
                           timeout_ms(options_.timeout)) != 0) {
-    return fail_establishment(cm_error(from_errno()), from::user_call);
+    return fail_establishment(address_error(from_errno()), from::user_call);
   }
 }
 
@@ -142,6 +150,10 @@ error_code connection_impl::set_ack_timeout() {
 }
 
 error_code connection_impl::set_rnr_timer() {
+  // iWARP has no RNR (credits stand in for it, connection_credits.cpp); siw answered the
+  // modify with EAGAIN while many connections were being accepted.
+  if (device_->iwarp)
+    return {};
   // rdma_cm's RTR transition leaves min_rnr_timer at 0, which encodes the
   // longest delay (655 ms): a sender that finds our receive queue empty would
   // sleep that long. RTS -> RTS may change it.
@@ -163,10 +175,12 @@ error_code connection_impl::create_resources(ibv_context* context) {
   // (the kernel's answer would be ENOMEM or EINVAL); what can be fitted is, below.
   const auto& limits = device_->attributes;
   // On iWARP, credit reports (connection_credits.cpp) have send queue entries of their
-  // own; the window gives them up where the device has no more.
-  const std::uint32_t report_entries = device_->iwarp ? report_slots : 0;
-  const std::uint32_t window =
-      std::min(send_depth, std::uint32_t(limits.max_qp_wr) - report_entries);
+  // own, taken from the window: a larger queue would double in size (siw rounds queues
+  // up to a power of two), and siw's provider holds only so many queue pages per process.
+  const std::uint32_t window = device_->iwarp && send_depth > report_slots
+                                   ? send_depth - report_slots
+                                   : send_depth;
+  const std::uint32_t send_entries = device_->iwarp ? window + report_slots : send_depth;
   if (send_depth > std::uint32_t(limits.max_qp_wr) ||
       (!options_.shared_queues && (recv_depth > std::uint32_t(limits.max_qp_wr) ||
                                    send_depth + recv_depth > std::uint32_t(limits.max_cqe))))
@@ -181,7 +195,7 @@ error_code connection_impl::create_resources(ibv_context* context) {
     recv_depth = receives_->depth();
   } else {
     cq_ = completion_queue::create(
-        ex_, context, static_cast<int>(send_depth + report_entries + recv_depth), ec);
+        ex_, context, static_cast<int>(send_entries + recv_depth), ec);
     if (ec)
       return ec;
     cq_->attach(weak_from_this(), {&connection_impl::after_cq_batch, this});
@@ -204,7 +218,7 @@ error_code connection_impl::create_resources(ibv_context* context) {
   attr.recv_cq = cq_->native();
   attr.qp_type = IBV_QPT_RC;
   attr.sq_sig_all = 0;
-  attr.cap.max_send_wr = window + report_entries;
+  attr.cap.max_send_wr = send_entries;
   attr.cap.max_recv_wr = shared_ ? 0 : recv_depth;
   attr.srq = shared_ ? shared_->srq() : nullptr;
   attr.cap.max_send_sge = std::min(options_.max_send_sge, std::uint32_t(limits.max_sge));
@@ -237,8 +251,9 @@ error_code connection_impl::create_resources(ibv_context* context) {
 error_code connection_impl::create_qp(ibv_qp_init_attr& attr) {
   if (out_of_band_)
     return create_out_of_band_qp(attr); // out_of_band.cpp
+  errno = 0;
   if (::rdma_create_qp(id_.get(), pd(), &attr) != 0)
-    return from_errno();
+    return from_errno_or(errc::device_limit_exceeded);
   qp_ = id_->qp;
   return {};
 }
@@ -324,6 +339,7 @@ void connection_impl::finish_establishment(const cm_event& event) {
 void connection_impl::fail_establishment(error_code ec, from origin) {
   if (!establish_handler_)
     return;
+  ASIO_RDMA_TRACE("establishment failed in state %d: %s", int(state_), ec.message().c_str());
   timer_.cancel();
   auto handler = std::move(establish_handler_);
   // Keep the implementation for the rejection's private data; otherwise hand

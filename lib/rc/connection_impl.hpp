@@ -153,9 +153,10 @@ private:
   /// Enters the closing state: the queue pair goes to error so that posted
   /// work flushes; queued operations complete with the terminal error.
   void begin_close(error_code reason);
-  /// Finishes a close once no posted send is left (receive buffers need no wait).
+  /// Finishes a close once no posted send is left (receive buffers need no wait, nor do
+  /// credit reports: the destroyed queue pair takes them back, and nothing waits on them).
   void maybe_finish_close() {
-    if (state_ == state::closing && sends_.outstanding() == 0 && reports_in_flight_ == 0)
+    if (state_ == state::closing && sends_.outstanding() == 0)
       finish_close();
   }
   void finish_close();

@@ -10,6 +10,7 @@
 
 #include <rdma/rdma_cma.h>
 
+#include <cerrno>
 #include <cstdint>
 
 namespace asio_rdma::detail {
@@ -45,6 +46,12 @@ struct cm_step {
 /// rdma_cm's reject reason when the peer's application called rdma_reject
 /// (IB_CM_REJ_CONSUMER_DEFINED); any other reason means nobody listened.
 inline constexpr int reject_reason_consumer = 28;
+/// The same on iWARP, whose statuses are negative errnos: iw_cm reports an MPA reject,
+/// which only the peer's application sends, as -ECONNREFUSED (siw: -ECONNRESET). With no
+/// listener the TCP connection itself is refused, and rdma_connect fails at once.
+inline bool rejected_by_application(int status) noexcept {
+  return status == reject_reason_consumer || status == -ECONNREFUSED || status == -ECONNRESET;
+}
 
 /// The step for `type` (with `status`, the event's) on a connection in `state`;
 /// `establishing`: an async_connect or async_accept is still waiting for its outcome.
@@ -63,7 +70,7 @@ inline cm_step next_step(connection_state state, bool establishing, rdma_cm_even
   case RDMA_CM_EVENT_UNREACHABLE:
     return {a::fail, errc::unreachable};
   case RDMA_CM_EVENT_REJECTED:
-    return {a::fail_rejected, status == reject_reason_consumer
+    return {a::fail_rejected, rejected_by_application(status)
                                   ? error_code(errc::rejected)
                                   : error_code(boost::asio::error::connection_refused)};
   case RDMA_CM_EVENT_CONNECT_ERROR:

@@ -50,8 +50,9 @@ public:
   /// Creates the CQ, its events going to `channel` (which must outlive it).
   error_code create(ibv_context* context, int entries, ibv_comp_channel* channel) noexcept {
     reset();
+    errno = 0;
     cq_.reset(::ibv_create_cq(context, entries, nullptr, channel, 0));
-    return cq_ ? error_code() : from_errno();
+    return cq_ ? error_code() : from_errno_or(errc::device_limit_exceeded);
   }
 
   ibv_cq* get() const noexcept { return cq_.get(); }

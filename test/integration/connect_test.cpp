@@ -83,6 +83,10 @@ BOOST_AUTO_TEST_CASE(reject_with_private_data_is_seen_by_client) {
     asio::co_spawn(ex, [&]() -> awaitable<void> {
       auto request = co_await acceptor.async_accept_request(use_awaitable);
       BOOST_TEST(starts_with(request.private_data(), "let me in"));
+      // iWARP delivers private data at its length (InfiniBand pads it): the library's
+      // own bytes after it (its credit offer) are not the application's to see.
+      if (ar::test::device_under_test().transport == "iWARP")
+        BOOST_TEST(request.private_data().size() == bytes("let me in").size());
       BOOST_TEST(request.remote_endpoint().address().to_string() == device_address());
       auto reason = bytes("go away: quota");
       request.reject(reason);
@@ -96,7 +100,9 @@ BOOST_AUTO_TEST_CASE(reject_with_private_data_is_seen_by_client) {
                                                  asio::as_tuple(use_awaitable));
     BOOST_TEST(ec == ar::errc::rejected, ec.message());
     BOOST_TEST(!conn.is_open());
-    BOOST_TEST(starts_with(conn.peer_private_data(), "go away: quota"));
+    // siw does not hand an MPA reject's private data to the client (docs/devices.md).
+    if (ar::test::device_under_test().transport != "iWARP")
+      BOOST_TEST(starts_with(conn.peer_private_data(), "go away: quota"));
   });
 }
 
@@ -300,7 +306,10 @@ BOOST_AUTO_TEST_CASE(connect_times_out_with_timed_out_when_the_listener_never_an
     BOOST_TEST(ec == asio::error::timed_out, ec.message());
     BOOST_TEST(!conn.is_open());
     BOOST_TEST(elapsed >= std::chrono::milliseconds(450));
-    BOOST_TEST(elapsed < std::chrono::seconds(5));
+    // siw destroys a queue pair whose handshake is under way only at its own MPA
+    // timeout (10 s), and the kernel call blocks until then (docs/devices.md).
+    const bool siw = ar::test::device_under_test().transport == "iWARP";
+    BOOST_TEST(elapsed < std::chrono::seconds(siw ? 15 : 5));
   });
 }
 
@@ -375,6 +384,13 @@ BOOST_AUTO_TEST_CASE(accept_times_out_with_timed_out_when_the_handshake_never_co
     auto start = std::chrono::steady_clock::now();
     auto [ec, conn] = co_await acceptor.async_accept(asio::as_tuple(use_awaitable));
     auto elapsed = std::chrono::steady_clock::now() - start;
+    if (ar::test::device_under_test().transport == "iWARP") {
+      // iWARP's handshake (MPA) is finished by the kernel once the acceptor answers: a
+      // client cannot leave it half open, and the accept completes.
+      BOOST_TEST(!ec, ec.message());
+      BOOST_TEST(conn.is_open());
+      co_return;
+    }
     BOOST_TEST(ec == asio::error::timed_out, ec.message());
     BOOST_TEST(!conn.is_open());
     BOOST_TEST(elapsed >= std::chrono::milliseconds(450));
@@ -418,7 +434,11 @@ BOOST_AUTO_TEST_CASE(fifty_connections_to_one_acceptor_at_once) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
     auto ex = co_await asio::this_coro::executor;
-    const int n = std::getenv("FIFTY_N") ? std::atoi(std::getenv("FIFTY_N")) : 50;
+    // siw's provider holds about 144 pages of queues per process (docs/devices.md): forty
+    // connections of these depths fit there, a hundred are refused with
+    // errc::device_limit_exceeded. So twenty pairs on siw, fifty elsewhere.
+    const bool siw = ar::test::device_under_test().name.rfind("siw", 0) == 0;
+    const int n = std::getenv("FIFTY_N") ? std::atoi(std::getenv("FIFTY_N")) : siw ? 20 : 50;
     ar::acceptor_options aopts;
     aopts.connection.max_message_size = 4096;
     aopts.connection.send_queue_depth = 8;

@@ -577,6 +577,10 @@ BOOST_AUTO_TEST_CASE(shared_cq_and_srq_serve_twenty_connections) {
       asio::co_spawn(ex, [&, i]() -> awaitable<void> {
         ar::connection_options o;
         o.max_message_size = 1024;
+        // One message in flight: small queues, so that forty connections fit in the queue
+        // pages siw's provider can map for one process (docs/devices.md).
+        o.send_queue_depth = 16;
+        o.receive_queue_depth = 16;
         auto c = co_await ar::async_connect(ex, ar::test::device_address(), port, o, use_awaitable);
         for (int k = 0; k < messages; ++k) {
           std::array<std::byte, 512> out, in;

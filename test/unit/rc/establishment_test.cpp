@@ -55,6 +55,11 @@ BOOST_AUTO_TEST_CASE(a_rejection_by_the_application_is_rejected_otherwise_refuse
                                 reject_reason_consumer);
   BOOST_TEST((by_app.what == action::fail_rejected)); // keeps the peer's reason
   BOOST_TEST((by_app.error == errc::rejected));
+  const auto by_app_iwarp = next_step(connection_state::connecting, true,
+                                      RDMA_CM_EVENT_REJECTED, -ECONNREFUSED); // MPA reject
+  BOOST_TEST((by_app_iwarp.error == errc::rejected));
+  BOOST_TEST((next_step(connection_state::connecting, true, RDMA_CM_EVENT_REJECTED, -ECONNRESET)
+                  .error == errc::rejected)); // siw's MPA reject
   const auto nobody = next_step(connection_state::connecting, true, RDMA_CM_EVENT_REJECTED, 8);
   BOOST_TEST((nobody.error == boost::asio::error::connection_refused));
 }
