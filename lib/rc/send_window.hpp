@@ -64,8 +64,10 @@ public:
   bool credit_limited() const noexcept { return credit_limited_; }
   /// The next queued request takes a receive at the peer, and the peer has none free for it.
   bool waits_for_credits() noexcept {
+    if (!credit_limited_)
+      return false; // RoCE and InfiniBand: take()'s loop pays one branch
     const Request* r = queued_.front();
-    return r && credit_limited_ && r->takes_peer_receive() && peer_posted_ == taken_;
+    return r && r->takes_peer_receive() && peer_posted_ == taken_;
   }
 
   /// Posted requests that have not completed.
