@@ -1,5 +1,7 @@
 #include <asio_rdma/error.hpp>
 
+#include "error_message.hpp"
+
 #include <infiniband/verbs.h>
 
 #include <ostream>
@@ -10,6 +12,7 @@ namespace {
 
 class rdma_category_impl final : public boost::system::error_category {
 public:
+  rdma_category_impl() noexcept : error_category(detail::rdma_category_id) {}
   const char* name() const noexcept override { return "asio_rdma"; }
   std::string message(int value) const override {
     switch (static_cast<errc>(value)) {

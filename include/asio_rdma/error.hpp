@@ -89,13 +89,20 @@ enum class errc {
   /// out-of-band queue pairs (prepared_queue_pair: iWARP connects only
   /// through its TCP connection manager) on iWARP, atomics on a device whose
   /// device_info reports
-  /// atomic_capability::none. device_info says what a device has.
+  /// atomic_capability::none. device_info says what a device has. The
+  /// error's message() names the device and what it lacks ("siw0 is an iWARP
+  /// device: iWARP has no write or send with immediate data").
   operation_not_supported,
   /// The options ask for more than the RDMA device allows, so no queue pair
   /// was made: a queue depth beyond device_limits::max_qp_wr (or
   /// max_srq_wr), or more completion queue entries than max_cqe (the send
   /// and receive depths together). Sizes the library can fit (scatter/gather
-  /// entries, inline data, read/atomic depths) are clamped instead.
+  /// entries, inline data, read/atomic depths) are clamped instead. Also a
+  /// queue the device refused without an errno (SoftiWARP, past about 144
+  /// queues in one process: docs/devices.md). The
+  /// error's message() names the size, the device and its limit ("send queue
+  /// depth 16384 exceeds siw0's maximum 4096 (max_qp_wr)"); errors equal to
+  /// this one compare equal whatever their message.
   device_limit_exceeded,
 };
 

@@ -181,10 +181,14 @@ error_code connection_impl::create_resources(ibv_context* context) {
                                    ? send_depth - report_slots
                                    : send_depth;
   const std::uint32_t send_entries = device_->iwarp ? window + report_slots : send_depth;
-  if (send_depth > std::uint32_t(limits.max_qp_wr) ||
-      (!options_.shared_queues && (recv_depth > std::uint32_t(limits.max_qp_wr) ||
-                                   send_depth + recv_depth > std::uint32_t(limits.max_cqe))))
-    return errc::device_limit_exceeded;
+  if (send_depth > std::uint32_t(limits.max_qp_wr))
+    return device_->limit_exceeded("send queue depth", send_depth, limits.max_qp_wr, "max_qp_wr");
+  if (!options_.shared_queues && recv_depth > std::uint32_t(limits.max_qp_wr))
+    return device_->limit_exceeded("receive queue depth", recv_depth, limits.max_qp_wr,
+                                   "max_qp_wr");
+  if (!options_.shared_queues && send_depth + recv_depth > std::uint32_t(limits.max_cqe))
+    return device_->limit_exceeded("completion queue size (send and receive depth together)",
+                                   send_depth + recv_depth, limits.max_cqe, "max_cqe");
   if (options_.shared_queues) {
     // Shared CQ and SRQ: receive buffers and completion mode are the shared ones.
     shared_ = internal_access::impl(options_.shared_queues);
@@ -253,7 +257,13 @@ error_code connection_impl::create_qp(ibv_qp_init_attr& attr) {
     return create_out_of_band_qp(attr); // out_of_band.cpp
   errno = 0;
   if (::rdma_create_qp(id_.get(), pd(), &attr) != 0)
-    return from_errno_or(errc::device_limit_exceeded);
+    return errno != 0 ? from_errno()
+                      : refused_without_errno(id_->verbs,
+                                              "a queue pair of " +
+                                                  std::to_string(attr.cap.max_send_wr) +
+                                                  " send and " +
+                                                  std::to_string(attr.cap.max_recv_wr) +
+                                                  " receive entries");
   qp_ = id_->qp;
   return {};
 }

@@ -35,7 +35,7 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
   else if (state_ != state::open)
     ec = ending_.for_new_work();
   else if (immediate && !device_->has_immediate_data())
-    ec = errc::operation_not_supported; // iWARP: refused before anything is posted
+    ec = device_->no_immediate_data; // iWARP: refused before anything is posted
   operation* op = new_op(op_kind::send);
   op->handler = std::move(pending);
   if (ec)
@@ -148,10 +148,10 @@ error_code connection_impl::check_work(const work_request& r) const {
     if (r.remote.length < 8)
       return errc::out_of_bounds;
     if (!device_->has_atomics())
-      return errc::operation_not_supported;
+      return device_->no_atomics;
     break;
   }
-  return unsupported ? error_code(errc::operation_not_supported) : error_code();
+  return unsupported ? device_->no_immediate_data : error_code();
 }
 
 void connection_impl::prepare_work(operation* op, const work_request& r) {

@@ -2,6 +2,7 @@
 // connection_impl that creates the queue pair itself and moves it through
 // INIT -> RTR -> RTS from the peer's queue_pair_endpoint. Everything after
 // that (data path, close) is connection_impl's, as for rdma_cm connections.
+#include "error_message.hpp"
 #include "internal_access.hpp"
 #include "rc/connection_impl.hpp"
 #include "rc/qp_timers.hpp"
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 
 namespace asio_rdma {
 namespace detail {
@@ -70,7 +72,10 @@ error_code connection_impl::prepare_out_of_band(std::shared_ptr<void> device_lis
   // An iWARP queue pair runs over a TCP connection that only its connection manager
   // makes: one moved to RTS by hand has nothing to send on (siw: EINVAL).
   if (context->device->transport_type == IBV_TRANSPORT_IWARP)
-    return errc::operation_not_supported;
+    return with_message(errc::operation_not_supported,
+                        std::string(::ibv_get_device_name(context->device)) +
+                            " is an iWARP device: its queue pairs connect only through the "
+                            "connection manager, not out of band");
   port_num_ = port;
   // Private data has no carrier here: any length is ignored, not refused.
   if (auto ec = options_.validate(std::numeric_limits<std::size_t>::max()))

@@ -18,9 +18,12 @@ error_code shared_queues_impl::bind(const std::shared_ptr<device>& dev) {
   if (options_.problem())
     return errc::invalid_option;
   // Beyond the device's limits: a clear refusal, not the kernel's ENOMEM or EINVAL.
-  if (options_.receive_queue_depth > std::uint32_t(dev->attributes.max_srq_wr) ||
-      options_.completion_queue_size > std::uint32_t(dev->attributes.max_cqe))
-    return errc::device_limit_exceeded;
+  if (options_.receive_queue_depth > std::uint32_t(dev->attributes.max_srq_wr))
+    return dev->limit_exceeded("shared receive queue depth", options_.receive_queue_depth,
+                               dev->attributes.max_srq_wr, "max_srq_wr");
+  if (options_.completion_queue_size > std::uint32_t(dev->attributes.max_cqe))
+    return dev->limit_exceeded("shared completion queue size", options_.completion_queue_size,
+                               dev->attributes.max_cqe, "max_cqe");
   error_code ec;
   auto cq = completion_queue::create(ex_, dev->context,
                                      static_cast<int>(options_.completion_queue_size), ec);

@@ -2,6 +2,7 @@
 #include "ud/datagram_resolver.hpp"
 #include "ud/ud_addressing.hpp"
 
+#include "error_message.hpp"
 #include "verbs/gid_table.hpp"
 #include "verbs/verbs_error.hpp"
 
@@ -12,6 +13,7 @@
 #include <arpa/inet.h>
 
 #include <cstring>
+#include <string>
 
 namespace asio_rdma::detail {
 
@@ -21,22 +23,24 @@ datagram_impl::~datagram_impl() {
 
 namespace {
 
-// Whether an iWARP device has `address`: a TCP id bound there finds its device (a UDP
-// id, which a datagram socket needs, cannot be made on iWARP at all).
-bool iwarp_at(const sockaddr_storage& address) {
+// The name of the iWARP device that has `address`, or "" if it is no iWARP device's: a
+// TCP id bound there finds its device (a UDP id, which a datagram socket needs, cannot
+// be made on iWARP at all).
+std::string iwarp_device_at(const sockaddr_storage& address) {
   rdma_cm_id* probe = nullptr;
   if (::rdma_create_id(nullptr, &probe, nullptr, RDMA_PS_TCP) != 0)
-    return false;
+    return {};
   sockaddr_storage copy = address; // any port: the socket's may be an RC listener's too
   if (copy.ss_family == AF_INET)
     reinterpret_cast<sockaddr_in&>(copy).sin_port = 0;
   else
     reinterpret_cast<sockaddr_in6&>(copy).sin6_port = 0;
-  const bool iwarp = ::rdma_bind_addr(probe, reinterpret_cast<sockaddr*>(&copy)) == 0 &&
-                     probe->verbs &&
-                     probe->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+  std::string name;
+  if (::rdma_bind_addr(probe, reinterpret_cast<sockaddr*>(&copy)) == 0 && probe->verbs &&
+      probe->verbs->device->transport_type == IBV_TRANSPORT_IWARP)
+    name = ::ibv_get_device_name(probe->verbs->device);
   ::rdma_destroy_id(probe);
-  return iwarp;
+  return name;
 }
 
 } // namespace
@@ -50,8 +54,11 @@ error_code datagram_impl::open(std::string_view address, std::uint16_t port,
   sockaddr_storage local{};
   if (!make_sockaddr(address, port, local))
     return boost::asio::error::invalid_argument;
-  if (iwarp_at(local))
-    return errc::operation_not_supported; // iWARP has no datagrams (rdma_cm says EOPNOTSUPP)
+  // iWARP has no datagrams (rdma_cm would say only EOPNOTSUPP).
+  if (auto iwarp = iwarp_device_at(local); !iwarp.empty())
+    return with_message(errc::operation_not_supported,
+                        iwarp + " is an iWARP device: iWARP has no unreliable datagrams, so no "
+                                "datagram socket and no multicast");
   error_code ec;
   channel_ = cm_channel::create(ex_, ec);
   if (ec)

@@ -8,6 +8,7 @@
 // No map, no virtual call, no std::function on this path.
 #pragma once
 
+#include "verbs/device.hpp"
 #include "verbs/handles.hpp"
 #include "verbs/verbs_error.hpp"
 
@@ -16,6 +17,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 namespace asio_rdma::detail {
@@ -52,7 +54,12 @@ public:
     reset();
     errno = 0;
     cq_.reset(::ibv_create_cq(context, entries, nullptr, channel, 0));
-    return cq_ ? error_code() : from_errno_or(errc::device_limit_exceeded);
+    if (cq_)
+      return {};
+    if (errno != 0)
+      return from_errno();
+    return refused_without_errno(context,
+                                 "a completion queue of " + std::to_string(entries) + " entries");
   }
 
   ibv_cq* get() const noexcept { return cq_.get(); }

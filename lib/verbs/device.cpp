@@ -1,5 +1,6 @@
 #include "verbs/device.hpp"
 
+#include "error_message.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <map>
@@ -23,6 +24,15 @@ std::shared_ptr<device> get_device(ibv_context* context, error_code& ec) {
     return nullptr;
   }
   d->iwarp = context->device->transport_type == IBV_TRANSPORT_IWARP;
+  d->name = ::ibv_get_device_name(context->device);
+  d->no_immediate_data =
+      d->iwarp ? with_message(errc::operation_not_supported,
+                              d->name + " is an iWARP device: iWARP has no write or send with "
+                                        "immediate data")
+               : error_code(errc::operation_not_supported);
+  d->no_atomics = with_message(errc::operation_not_supported,
+                               d->name + " has no atomic operations (its device_info reports "
+                                         "atomic_capability::none)");
   d->pd.reset(::ibv_alloc_pd(context));
   if (!d->pd) {
     ec = from_errno();
@@ -31,6 +41,30 @@ std::shared_ptr<device> get_device(ibv_context* context, error_code& ec) {
   devices[context] = d;
   ec = {};
   return d;
+}
+
+error_code device::limit_exceeded(std::string_view what, std::uint64_t asked, int maximum,
+                                  std::string_view limit) const {
+  std::string text(what);
+  text += ' ';
+  text += std::to_string(asked);
+  text += " exceeds ";
+  text += name;
+  text += "'s maximum ";
+  text += std::to_string(maximum);
+  text += " (";
+  text += limit;
+  text += ')';
+  return with_message(errc::device_limit_exceeded, std::move(text));
+}
+
+error_code refused_without_errno(ibv_context* context, std::string_view what) {
+  std::string text = ::ibv_get_device_name(context->device);
+  text += " refused ";
+  text += what;
+  text += " without an error number (SoftiWARP does so once a process holds about 144 "
+          "queues; see docs/devices.md)";
+  return with_message(errc::device_limit_exceeded, std::move(text));
 }
 
 } // namespace asio_rdma::detail

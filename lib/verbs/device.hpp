@@ -6,7 +6,10 @@
 
 #include <asio_rdma/error.hpp>
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 
 namespace asio_rdma::detail {
 
@@ -16,6 +19,17 @@ struct device {
   ibv_device_attr attributes{};
   /// iWARP (its transport has no immediate data and no unreliable datagrams).
   bool iwarp = false;
+  /// The device's name ("rxe0", "siw0"), for error messages.
+  std::string name;
+  /// errc::operation_not_supported naming the device and what it lacks, made once here
+  /// so that refusing an operation costs no more than the plain code.
+  error_code no_immediate_data;
+  error_code no_atomics;
+
+  /// errc::device_limit_exceeded saying what asked for how much, and the device's
+  /// maximum: "send queue depth 4096 exceeds siw0's maximum 1024 (max_qp_wr)".
+  error_code limit_exceeded(std::string_view what, std::uint64_t asked, int maximum,
+                            std::string_view limit) const;
 
   /// Write and send with immediate data.
   bool has_immediate_data() const noexcept { return !iwarp; }
@@ -28,5 +42,10 @@ struct device {
 /// The shared device object for `context`, created on first use. Called only
 /// when a connection is set up, never on the data path.
 std::shared_ptr<device> get_device(ibv_context* context, error_code& ec);
+
+/// errc::device_limit_exceeded for a queue `context`'s device refused without an errno
+/// (siw's provider, when a queue's mapping lands on its invalid offset: docs/devices.md):
+/// names the device and `what` ("a completion queue of 64 entries").
+error_code refused_without_errno(ibv_context* context, std::string_view what);
 
 } // namespace asio_rdma::detail

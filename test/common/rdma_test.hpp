@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <string_view>
 
 namespace asio_rdma::test {
 
@@ -39,6 +40,14 @@ inline device_info device_under_test() {
   if (!name || !*name)
     BOOST_FAIL("ASIO_RDMA_DEVICE is not set: run integration tests through test/vm/run.sh");
   return query_device(name);
+}
+
+/// Whether `ec`'s message names the device under test and `what` (the capability or the
+/// limit it lacks): a refusal must say which device and why, not only "not supported".
+inline bool names_the_device(const error_code& ec, std::string_view what) {
+  const std::string message = ec.message();
+  return message.find(device_under_test().name) != std::string::npos &&
+         message.find(what) != std::string::npos;
 }
 
 /// Whether an error at the peer's end of a write (a wrong key, a missing permission) is

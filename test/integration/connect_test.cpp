@@ -257,10 +257,37 @@ BOOST_AUTO_TEST_CASE(sizes_beyond_the_device_are_fitted_or_refused_clearly) {
                                                  asio::as_tuple(use_awaitable));
     if (beyond) {
       BOOST_TEST((ec == ar::errc::device_limit_exceeded), ec.message());
+      // "completion queue size (send and receive depth together) 32768 exceeds rxe0's
+      // maximum 32767 (max_cqe)"
+      BOOST_TEST(ar::test::names_the_device(ec, "exceeds"), ec.message());
+      BOOST_TEST(ec.message().find("(max_") != std::string::npos, ec.message());
       BOOST_TEST(!conn.is_open());
     } else {
       BOOST_TEST(!ec, ec.message());
     }
+  });
+}
+
+// A shared completion queue larger than the device's (no depth the options allow is beyond
+// rxe's or siw's queues, but the shared CQ's size is the user's) is refused by name.
+BOOST_AUTO_TEST_CASE(a_shared_queue_beyond_the_device_is_refused_naming_the_limit) {
+  const auto device = ar::test::device_under_test();
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0); // the refusal comes before any request
+    ar::shared_queue_options huge;
+    huge.completion_queue_size = std::uint32_t(device.limits.max_cqe) + 1;
+    ar::connection_options options;
+    options.shared_queues = ar::shared_queues(ex, huge);
+    auto [ec, conn] = co_await ar::async_connect(ex, device_address(),
+                                                 acceptor.local_endpoint().port(), options,
+                                                 asio::as_tuple(use_awaitable));
+    BOOST_TEST((ec == ar::errc::device_limit_exceeded), ec.message());
+    BOOST_TEST(ar::test::names_the_device(ec, "max_cqe"), ec.message());
+    BOOST_TEST(ec.message().find(std::to_string(huge.completion_queue_size)) != std::string::npos,
+               ec.message());
+    BOOST_TEST(!conn.is_open());
   });
 }
 

@@ -44,6 +44,7 @@ bool datagrams_or_their_refusal() {
   ar::error_code ec;
   ar::datagram_socket refused(io.get_executor(), ar::test::device_address(), 0, {}, ec);
   BOOST_TEST((ec == ar::errc::operation_not_supported), ec.message());
+  BOOST_TEST(ar::test::names_the_device(ec, "datagrams"), ec.message());
   BOOST_TEST(!refused.is_open());
   return false;
 }

@@ -139,6 +139,7 @@ BOOST_AUTO_TEST_CASE(write_with_immediate_is_seen_by_the_receiver) {
       auto [ec, n] = co_await p.client.async_write_with_imm(local.slice(0, 1000), remote, 1,
                                                              asio::as_tuple(use_awaitable));
       BOOST_TEST((ec == ar::errc::operation_not_supported), ec.message());
+      BOOST_TEST(ar::test::names_the_device(ec, "immediate"), ec.message());
       auto [sec, sn] = co_await p.client.async_send_with_imm(asio::buffer("imm", 3), 42,
                                                               asio::as_tuple(use_awaitable));
       BOOST_TEST((sec == ar::errc::operation_not_supported), sec.message());
@@ -175,6 +176,7 @@ awaitable<bool> atomics_or_their_refusal(ar::connection& client, const ar::remot
     co_return true;
   auto [ec, v] = co_await client.async_fetch_add(remote, 1, asio::as_tuple(use_awaitable));
   BOOST_TEST((ec == ar::errc::operation_not_supported), ec.message());
+  BOOST_TEST(ar::test::names_the_device(ec, "atomic"), ec.message());
   auto [cec, cv] = co_await client.async_compare_swap(remote, 0, 1, asio::as_tuple(use_awaitable));
   BOOST_TEST((cec == ar::errc::operation_not_supported), cec.message());
   co_await client.async_send(asio::buffer("still open", 10), use_awaitable);

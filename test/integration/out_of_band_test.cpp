@@ -58,6 +58,7 @@ bool out_of_band_or_its_refusal() {
   ar::error_code ec;
   ar::prepared_queue_pair refused(io.get_executor(), location(), {}, ec);
   BOOST_TEST((ec == ar::errc::operation_not_supported), ec.message());
+  BOOST_TEST(ar::test::names_the_device(ec, "iWARP"), ec.message());
   BOOST_TEST(!refused.is_open());
   return false;
 }
