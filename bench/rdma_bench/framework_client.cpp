@@ -16,7 +16,9 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
+#include <array>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -160,13 +162,27 @@ awaitable<void> receive_counter(run& r, peer& p) {
     r.wake.cancel();
 }
 
-/// Ping-pong. send and write_imm: one-way latency (half the round trip, the
+/// Whether the device of `c` has write with immediate data (iWARP has not).
+bool has_immediate_data(const asio_rdma::connection& c) {
+  return asio_rdma::query_device(::ibv_get_device_name(c.native_handle()->verbs->device))
+      .immediate_data;
+}
+
+/// Ping-pong. send, write and write_imm: one-way latency (half the round trip, the
 /// peer answers in kind); read and atomics: the operation's round trip.
 awaitable<void> latency_worker(run& r, peer& p) {
   auto local = p.region.slice(0, r.size);
   auto remote = p.remote.slice(0, r.size);
   const bool ping_pong =
       r.s.op == operation::send || r.s.op == operation::write_imm || r.s.op == operation::write;
+  // A plain write cannot wake the peer's event loop: write latency tells the peer with
+  // the write's immediate data, or where the device has none (iWARP) with an empty send
+  // in the same batch (RC delivers it after the written bytes). The server answers as
+  // it was asked. write_imm itself is refused there, clearly.
+  const bool write_then_send = r.s.op == operation::write && !has_immediate_data(p.conn);
+  const std::array<asio_rdma::batch_entry, 2> write_and_send{
+      asio_rdma::batch_entry::write(local, remote),
+      asio_rdma::batch_entry::send(p.region.slice(0, 0))};
   // --lat-send post: the request's completion goes to this callback, not awaited.
   auto collect = [&r, &p](asio_rdma::error_code ec, std::size_t) {
     --r.posted_requests;
@@ -182,14 +198,17 @@ awaitable<void> latency_worker(run& r, peer& p) {
       ++r.posted_requests;
       if (r.s.op == operation::send)
         p.conn.async_send(local, collect);
+      else if (write_then_send)
+        p.conn.async_batch(write_and_send, collect);
       else
         p.conn.async_write_with_imm(local, remote, 0, collect);
     } else if (r.s.op == operation::send) {
       auto [send_ec, n] = co_await p.conn.async_send(local, tuple_awaitable);
       ec = send_ec;
+    } else if (write_then_send) {
+      auto [write_ec, n] = co_await p.conn.async_batch(write_and_send, tuple_awaitable);
+      ec = write_ec;
     } else if (r.s.op == operation::write || r.s.op == operation::write_imm) {
-      // A plain write cannot wake the peer's event loop: write latency uses
-      // write-with-immediate on both sides.
       auto [write_ec, n] = co_await p.conn.async_write_with_imm(local, remote, 0, tuple_awaitable);
       ec = write_ec;
     } else {
@@ -317,7 +336,7 @@ awaitable<result> run_size(const settings& s, std::size_t size, std::string& dev
     for (auto& p : peers)
       co_await p->conn.async_disconnect(tuple_awaitable);
   if (r.failure)
-    throw boost::system::system_error(r.failure, "rdma_bench: " + std::string(name(s.op)));
+    throw boost::system::system_error(r.failure, std::string(name(s.op))); // main() adds "rdma_bench: "
   co_return r.m.take();
 }
 

@@ -198,6 +198,22 @@ result latency(const settings& s, endpoint& ep, const buffer_description& remote
   return m.take();
 }
 
+/// What the device lacks is refused before anything is posted, as the framework refuses
+/// it (errc::operation_not_supported), not left to ibv_post_send's EINVAL.
+void refuse_what_the_device_lacks(operation op, ibv_context* context) {
+  const std::string name = ::ibv_get_device_name(context->device);
+  if (op == operation::write_imm && context->device->transport_type == IBV_TRANSPORT_IWARP)
+    throw std::runtime_error("raw verbs: " + name +
+                             " is an iWARP device: iWARP has no write with immediate data");
+  if (is_atomic(op)) {
+    ibv_device_attr attr{};
+    if (int err = ::ibv_query_device(context, &attr))
+      fail("ibv_query_device", err);
+    if (attr.atomic_cap == IBV_ATOMIC_NONE)
+      throw std::runtime_error("raw verbs: " + name + " has no atomic operations");
+  }
+}
+
 result run_size(const settings& s, std::size_t size, std::string& device) {
   auto t = parameters_for(s, size);
   cm_handles cm;
@@ -219,6 +235,7 @@ result run_size(const settings& s, std::size_t size, std::string& device) {
   if (::rdma_resolve_route(cm.id, 5000) != 0)
     fail("rdma_resolve_route");
   ::rdma_ack_cm_event(expect_event(cm.channel, RDMA_CM_EVENT_ROUTE_RESOLVED));
+  refuse_what_the_device_lacks(s.op, cm.id->verbs);
 
   endpoint ep;
   const bool latency_mode = s.mode == test_mode::latency;

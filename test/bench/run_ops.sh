@@ -1,10 +1,41 @@
 #!/bin/bash
 # A short real run of every operation, bandwidth and latency, against the
-# framework server and the raw-verbs server. Needs ASIO_RDMA_TEST_ADDR (set by
-# test/vm/run.sh). Each server is waited for by its listening line.
+# framework server and the raw-verbs server. Needs ASIO_RDMA_TEST_ADDR and
+# ASIO_RDMA_DEVICE (set by test/vm/run.sh). Each server is waited for by its
+# listening line. An operation the device lacks (iWARP: immediate data and
+# datagrams; siw: atomics) must be refused with a message naming the device
+# and what it lacks, and a non-zero exit status.
 set -u
 B=$1
 A=${ASIO_RDMA_TEST_ADDR:?ASIO_RDMA_TEST_ADDR is not set: run through test/vm/run.sh}
+D=${ASIO_RDMA_DEVICE:?ASIO_RDMA_DEVICE is not set: run through test/vm/run.sh}
+info=$(ibv_devinfo -v -d "$D") || { echo "FAIL: ibv_devinfo -d $D"; exit 1; }
+iwarp=0 atomics=1
+grep -q 'transport:.*iWARP' <<<"$info" && iwarp=1
+grep -q 'atomic_cap:.*ATOMIC_NONE' <<<"$info" && atomics=0
+lacks() { # op: what the device lacks for it, as the refusal says ("" if nothing)
+  case $1 in
+  write_imm) ((iwarp)) && echo "immediate data" ;;
+  fetch_add | compare_swap) ((atomics)) || echo "has no atomic operations" ;;
+  ud_send) ((iwarp)) && echo "has no unreliable datagrams" ;;
+  esac
+  return 0
+}
+refused() { # label what command...: the command fails and names $D and what
+  local label=$1 what=$2 out
+  shift 2
+  if out=$("$@" 2>&1); then
+    echo "FAIL: $label succeeded on $D, which lacks $what:"
+    echo "$out"
+    fails=$((fails + 1))
+  elif grep -q "$D.*$what" <<<"$out"; then
+    echo "ok: $label refused: $(tail -1 <<<"$out")"
+  else
+    echo "FAIL: $label: unclear refusal (expected $D and '$what'):"
+    echo "$out"
+    fails=$((fails + 1))
+  fi
+}
 dir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -37,6 +68,12 @@ for impl in framework raw; do
     case $op in fetch_add | compare_swap) size=8 ;; esac
     for mode in bw lat; do
       json=$dir/$impl-$op-$mode.json
+      what=$(lacks $op)
+      if [[ -n $what ]]; then
+        refused "$impl $op $mode" "$what" timeout 120 "$B" client "$A" --port $port \
+          "${extra[@]}" --op $op --mode $mode --size $size --depth 16 --duration 0.3
+        continue
+      fi
       if out=$(timeout 120 "$B" client "$A" --port $port "${extra[@]}" --op $op --mode $mode \
         --size $size --depth 16 --duration 0.3 --warmup 0.1 --json "$json" 2>&1) &&
         grep -q '"iterations": [1-9]' "$json"; then
@@ -53,7 +90,13 @@ done
 for args in "--sizes 64,4096 --connections 2" "--size 64 --connections 4 --shared-queues" \
   "--bidirectional --size 1024" "--op send --size 64 --batch 4" "--op write --size 4096 --batch 8" \
   "--op read --size 1024 --batch 8" "--mode lat --op send --size 64 --lat-send post" \
+  "--mode lat --op write --size 64 --lat-send post" \
   "--mode lat --op write_imm --size 64 --lat-send post"; do
+  if [[ $args == *write_imm* && -n $(lacks write_imm) ]]; then
+    refused "$args" "$(lacks write_imm)" timeout 120 "$B" client "$A" --port 7480 $args \
+      --depth 8 --duration 0.3
+    continue
+  fi
   if out=$(timeout 120 "$B" client "$A" --port 7480 $args --depth 8 --duration 0.3 --warmup 0.1 2>&1); then
     echo "ok: $args"
   else
@@ -65,33 +108,49 @@ done
 # Datagrams (ud_send, framework server only): bandwidth and latency, the
 # server's count of arrivals in the JSON, and a size beyond the path MTU
 # refused with a clear message.
-for _ in $(seq 100); do
-  grep -q 'datagrams (ud_send)' "$dir/server-7480.log" && break
-  sleep 0.1
-done
-for mode in bw lat; do
-  json=$dir/ud-$mode.json
-  if out=$(timeout 120 "$B" client "$A" --port 7480 --op ud_send --mode $mode --size 1024 \
-    --depth 16 --duration 0.3 --warmup 0.1 --json "$json" 2>&1) &&
-    grep -q '"iterations": [1-9]' "$json" && grep -q '"datagrams_delivered": [1-9]' "$json"; then
-    echo "ok: ud_send $mode: $(echo "$out" | tail -1)"
+if [[ -n $(lacks ud_send) ]]; then
+  # No datagrams on this device: the client is refused, and the server said why it
+  # serves none.
+  for mode in bw lat; do
+    refused "ud_send $mode" "$(lacks ud_send)" timeout 120 "$B" client "$A" --port 7480 \
+      --op ud_send --mode $mode --size 1024 --depth 16 --duration 0.3
+  done
+  if grep -q "no datagram server (ud_send): .*$D.*$(lacks ud_send)" "$dir/server-7480.log"; then
+    echo "ok: the server says why it serves no datagrams"
   else
-    echo "FAIL: ud_send $mode:"
-    echo "$out"
+    echo "FAIL: the server does not say why it serves no datagrams:"
     cat "$dir/server-7480.log"
     fails=$((fails + 1))
   fi
-done
-if out=$(timeout 60 "$B" client "$A" --port 7480 --op ud_send --size 65536 --duration 0.3 2>&1); then
-  echo "FAIL: ud_send of 64 KiB (beyond the path MTU) succeeded:"
-  echo "$out"
-  fails=$((fails + 1))
-elif grep -q 'larger than a datagram may be here: at most [0-9]* bytes (the path MTU' <<<"$out"; then
-  echo "ok: ud_send beyond the MTU refused: $out"
 else
-  echo "FAIL: ud_send beyond the MTU: unclear error:"
-  echo "$out"
-  fails=$((fails + 1))
+  for _ in $(seq 100); do
+    grep -q 'datagrams (ud_send)' "$dir/server-7480.log" && break
+    sleep 0.1
+  done
+  for mode in bw lat; do
+    json=$dir/ud-$mode.json
+    if out=$(timeout 120 "$B" client "$A" --port 7480 --op ud_send --mode $mode --size 1024 \
+      --depth 16 --duration 0.3 --warmup 0.1 --json "$json" 2>&1) &&
+      grep -q '"iterations": [1-9]' "$json" && grep -q '"datagrams_delivered": [1-9]' "$json"; then
+      echo "ok: ud_send $mode: $(echo "$out" | tail -1)"
+    else
+      echo "FAIL: ud_send $mode:"
+      echo "$out"
+      cat "$dir/server-7480.log"
+      fails=$((fails + 1))
+    fi
+  done
+  if out=$(timeout 60 "$B" client "$A" --port 7480 --op ud_send --size 65536 --duration 0.3 2>&1); then
+    echo "FAIL: ud_send of 64 KiB (beyond the path MTU) succeeded:"
+    echo "$out"
+    fails=$((fails + 1))
+  elif grep -q 'larger than a datagram may be here: at most [0-9]* bytes (the path MTU' <<<"$out"; then
+    echo "ok: ud_send beyond the MTU refused: $out"
+  else
+    echo "FAIL: ud_send beyond the MTU: unclear error:"
+    echo "$out"
+    fails=$((fails + 1))
+  fi
 fi
 # The library's completion modes other than event (docs/rdma_bench.md).
 for mode in busy adaptive; do

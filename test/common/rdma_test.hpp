@@ -12,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -30,6 +31,19 @@ inline std::string device_address() {
     BOOST_FAIL("ASIO_RDMA_TEST_ADDR is not set: run integration tests through test/vm/run.sh "
                "(SoftRoCE VM or a local RDMA device)");
   return addr;
+}
+
+/// `full`, or the share of it that ASIO_RDMA_TEST_VOLUME (a fraction in (0, 1], default 1)
+/// asks for, but at least `at_least`: the count of calls, bytes or rounds of a test whose
+/// point needs volume. The sanitizer stage runs a fifth (scripts/test_sanitized.sh): it
+/// looks for memory and race errors, which the first fifth of the volume shows as well as
+/// the rest, at three to four times the cost per byte under AddressSanitizer.
+inline std::size_t scaled(std::size_t full, std::size_t at_least = 1) {
+  const char* text = std::getenv("ASIO_RDMA_TEST_VOLUME");
+  const double share = text && *text ? std::strtod(text, nullptr) : 1.0;
+  if (!(share > 0 && share <= 1)) // also NaN
+    BOOST_FAIL("ASIO_RDMA_TEST_VOLUME must be a fraction in (0, 1]");
+  return std::max(at_least, static_cast<std::size_t>(double(full) * share));
 }
 
 /// The device under test (ASIO_RDMA_DEVICE, set by test/vm/run.sh): what it supports

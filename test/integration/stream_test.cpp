@@ -107,11 +107,12 @@ BOOST_AUTO_TEST_CASE(a_hundred_mebibytes_with_random_write_and_read_sizes) {
   run(io, [&]() -> awaitable<void> {
     auto s = co_await make_streams();
     // Writes and reads of independent random sizes from 1 byte to 1 MiB.
-    auto data = random_bytes(100 << 20, 5);
+    auto data = random_bytes(ar::test::scaled(100 << 20), 5);
     co_await transfer(s.client, s.server, data, 1 << 20, 1 << 20, 21);
   });
 }
 
+// Eight on iWARP (below).
 BOOST_AUTO_TEST_CASE(sixty_four_streams_at_once_on_one_acceptor) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
@@ -119,8 +120,11 @@ BOOST_AUTO_TEST_CASE(sixty_four_streams_at_once_on_one_acceptor) {
     ar::acceptor_options aopts;
     aopts.connection = ar::stream_connection_options();
     ar::acceptor acceptor(ex, ar::test::device_address(), 0, aopts);
-    constexpr int count = 64;
-    constexpr std::size_t each = 1600 * 1024; // 100 MiB in all
+    // siw's provider holds about 144 queue pages per process (docs/devices.md), and a
+    // stream's queues take several: eight pairs of streams there (sixteen did not fit),
+    // sixty-four elsewhere.
+    const int count = ar::test::device_under_test().transport == "iWARP" ? 8 : 64;
+    const std::size_t each = ar::test::scaled(100 << 20) / count; // 100 MiB in all
     std::vector<ar::stream> servers, clients;
     for (int i = 0; i < count; ++i) {
       bool accepted = false;

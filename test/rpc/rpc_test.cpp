@@ -83,7 +83,7 @@ asio::awaitable<bool> closed_by_server(raw_peer& p) {
 asio::awaitable<void> cancel_calls_into_buffers(rpc::client& c, std::size_t size,
                                                 std::chrono::microseconds most_wait) {
   std::mt19937 rng(29);
-  constexpr int calls = 1000;
+  const int calls = int(scaled(1000, 100));
   std::vector<std::vector<std::byte>> requests(calls), replies(calls);
   std::vector<asio::cancellation_signal> signals(calls);
   int outcomes = 0, ok = 0, aborted = 0, wrong = 0;
@@ -131,7 +131,7 @@ BOOST_AUTO_TEST_CASE(ten_thousand_calls_64_in_flight_0_to_4_mib) {
     s.add_method("echo", echo);
     rpc::client c(io.get_executor(), listen_here(s));
     std::mt19937 rng(27);
-    std::vector<std::size_t> sizes(10000);
+    std::vector<std::size_t> sizes(scaled(10000, 100));
     for (auto& size : sizes) {
       // Mostly small; one in forty from 4 KiB to 4 MiB, spread evenly over the powers of
       // two (about 100 MiB each way in all: the VM moves it in seconds).
@@ -143,7 +143,7 @@ BOOST_AUTO_TEST_CASE(ten_thousand_calls_64_in_flight_0_to_4_mib) {
     }
     sizes[0] = 0;
     sizes[1] = 4u << 20;
-    co_await echo_calls(c, 10000, 64, [&](int seq) { return sizes[seq]; });
+    co_await echo_calls(c, int(sizes.size()), 64, [&](int seq) { return sizes[seq]; });
     BOOST_TEST(c.is_connected());
   }, std::chrono::seconds(600));
 }
@@ -653,7 +653,7 @@ BOOST_AUTO_TEST_CASE(a_reply_racing_a_cancel_has_exactly_one_outcome) {
     const auto rtt = (std::chrono::steady_clock::now() - t0) / 20;
     std::mt19937 rng(28);
     int outcomes = 0, ok = 0, aborted = 0, wrong = 0;
-    constexpr int calls = 2000;
+    const int calls = int(scaled(2000, 200));
     std::vector<std::vector<std::byte>> requests(calls);
     std::vector<asio::cancellation_signal> signals(calls);
     for (int i = 0; i < calls; ++i) {
