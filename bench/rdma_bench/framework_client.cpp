@@ -16,7 +16,6 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
 
 #include <array>
 #include <iostream>
@@ -162,10 +161,14 @@ awaitable<void> receive_counter(run& r, peer& p) {
     r.wake.cancel();
 }
 
+std::string device_name(const asio_rdma::connection& c) {
+  auto* qp = c.native_queue_pair();
+  return qp ? ::ibv_get_device_name(qp->context->device) : "?";
+}
+
 /// Whether the device of `c` has write with immediate data (iWARP has not).
 bool has_immediate_data(const asio_rdma::connection& c) {
-  return asio_rdma::query_device(::ibv_get_device_name(c.native_handle()->verbs->device))
-      .immediate_data;
+  return asio_rdma::query_device(device_name(c)).immediate_data;
 }
 
 /// Ping-pong. send, write and write_imm: one-way latency (half the round trip, the
@@ -257,11 +260,6 @@ asio_rdma::connection_options options_for(const settings& s, std::size_t size) {
   return o;
 }
 
-std::string device_name(const asio_rdma::connection& c) {
-  auto* qp = c.native_queue_pair();
-  return qp ? ::ibv_get_device_name(qp->context->device) : "?";
-}
-
 /// Connects, exchanges the regions, runs one size, disconnects.
 awaitable<result> run_size(const settings& s, std::size_t size, std::string& device) {
   auto ex = co_await asio::this_coro::executor;
@@ -284,12 +282,13 @@ awaitable<result> run_size(const settings& s, std::size_t size, std::string& dev
     const std::size_t slots = s.mode == test_mode::latency ? 1 : s.depth;
     p->region = asio_rdma::memory_region(p->conn, slots * size, asio_rdma::access::all);
     p->receive_buffer.resize(options.max_message_size);
-    // The server advertises its region first, then the client its own.
+    // The client advertises its region first, then the server its own (on iWARP the
+    // accepting side must not send first).
+    auto mine = p->region.remote();
+    co_await p->conn.async_send_remote_buffer(mine, asio::use_awaitable);
     auto remote =
         co_await p->conn.async_receive_remote_buffer(options.timeout, asio::use_awaitable);
     p->remote = remote;
-    auto mine = p->region.remote();
-    co_await p->conn.async_send_remote_buffer(mine, asio::use_awaitable);
     peers.push_back(std::move(p));
   }
   device = device_name(peers.front()->conn);

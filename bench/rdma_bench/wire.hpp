@@ -1,9 +1,10 @@
 // rdma_bench: the test parameters a client sends in its connect private data
 // (at most 56 bytes), and the buffer descriptions the peers exchange.
 //
-// Layout, version 1, little-endian, 20 bytes:
+// Layout, version 2, little-endian, 20 bytes:
 //   0  'R' 'B'     magic
-//   2  u8          version (1)
+//   2  u8          version (2; version 1's framework server advertised its region
+//                  first, which iWARP does not allow: now the client does)
 //   3  u8          operation (options.hpp)
 //   4  u8          mode
 //   5  u8          flags (1: bidirectional, 2: wait for completion events, 4: adaptive
@@ -31,7 +32,7 @@
 namespace rdma_bench {
 
 struct test_parameters {
-  static constexpr std::uint8_t current_version = 1;
+  static constexpr std::uint8_t current_version = 2;
   static constexpr std::size_t encoded_size = 20;
 
   operation op = operation::send;
@@ -112,7 +113,8 @@ inline std::optional<test_parameters> decode(std::span<const std::byte> in, std:
   }
   if (in[2] != std::byte{test_parameters::current_version}) {
     problem = "parameter version " + std::to_string(wire::get(&in[2], 1)) +
-              " is not supported (this server speaks version 1)";
+              " is not supported (this server speaks version " +
+              std::to_string(test_parameters::current_version) + ")";
     return std::nullopt;
   }
   test_parameters t;

@@ -4,6 +4,7 @@
 #include "rc/connection_impl.hpp"
 
 #include "rc/shared_queues_impl.hpp"
+#include "trace.hpp"
 #include "verbs/verbs_error.hpp"
 
 
@@ -361,9 +362,17 @@ void connection_impl::finish_posted(operation* op, ibv_wc_status status, from or
     std::memcpy(&value, atomic_block_.slot(op->send_slot), sizeof value);
   release_send_slot(op);
   error_code ec;
-  if (status == IBV_WC_WR_FLUSH_ERR && state_ == state::open) {
+  // SoftiWARP completes the request it was transmitting when the connection died (the
+  // peer gone, its TCP connection reset) with IBV_WC_LOC_QP_OP_ERR, and flushes the rest:
+  // on iWARP that is the same failure as a flush.
+  const bool flushed = status == IBV_WC_WR_FLUSH_ERR ||
+                       (status == IBV_WC_LOC_QP_OP_ERR && device_->iwarp && state_ == state::open);
+  if (flushed && state_ == state::open) {
     // Flushed though we did not close: the queue pair failed under us (iWARP: the peer
-    // terminated the connection, after an error at its end).
+    // terminated the connection, after an error at its end, or went away).
+    if (status != IBV_WC_WR_FLUSH_ERR)
+      ASIO_RDMA_TRACE("%s while open on iWARP: taken as the connection's end",
+                      ::ibv_wc_status_str(status));
     ec = asio::error::connection_reset;
     queue_pair_failed();
   } else if (status == IBV_WC_WR_FLUSH_ERR) {
