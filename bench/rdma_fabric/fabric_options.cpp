@@ -11,7 +11,8 @@ void describe(CLI::App& app, fabric_settings& s) {
                   "disjoint pairs; run it under mpirun or srun (docs/rdma_bench.md).");
   app.add_option("--address", s.address,
                  "this rank's address to listen on (default: the IPv4 address of the device's "
-                 "first RoCE GID)");
+                 "first RoCE GID, or on iWARP the first IPv4 address of this host that "
+                 "reaches the device)");
   app.add_option("--device", s.device, "RDMA device (default: the first with an active port)");
   asio_rdma::cli::add_number(app, "--port", s.port, 0, 65535, "listening port (0: any free one)");
   asio_rdma::cli::add_number(app, "--size", s.size, 1, 1u << 30,
