@@ -37,7 +37,8 @@ inline std::string device_address() {
 /// asks for, but at least `at_least`: the count of calls, bytes or rounds of a test whose
 /// point needs volume. The sanitizer stage runs a fifth (scripts/test_sanitized.sh): it
 /// looks for memory and race errors, which the first fifth of the volume shows as well as
-/// the rest, at three to four times the cost per byte under AddressSanitizer.
+/// the rest, at three to four times the cost per byte under AddressSanitizer. The iwarp
+/// stage runs half (scripts/test.sh): the integration stage runs the whole on rxe0.
 inline std::size_t scaled(std::size_t full, std::size_t at_least = 1) {
   const char* text = std::getenv("ASIO_RDMA_TEST_VOLUME");
   const double share = text && *text ? std::strtod(text, nullptr) : 1.0;
