@@ -22,13 +22,6 @@ inline error_code from_errno() noexcept {
   return error_code(errno != 0 ? errno : EIO, boost::system::system_category());
 }
 
-/// For calls that fail without always setting errno (siw's provider refuses a queue it
-/// cannot map without a word): the caller zeroes errno first, and a failure that left it
-/// unset is `otherwise`.
-inline error_code from_errno_or(error_code otherwise) noexcept {
-  return errno != 0 ? error_code(errno, boost::system::system_category()) : otherwise;
-}
-
 /// For calls returning -1 + errno on failure and 0 on success (rdma_bind_addr, ...).
 inline error_code from_minus_one(int ret) noexcept {
   return ret == 0 ? error_code() : from_errno();
