@@ -249,6 +249,7 @@ asio_rdma::connection_options options_for(const settings& s, std::size_t size) {
   o.receive_queue_depth =
       s.bidirectional || s.mode == test_mode::latency ? std::max(s.depth, 16u) : 16;
   o.max_inline_data = s.inline_size;
+  o.siw_zero_copy = s.siw_zero_copy;
   o.timeout = s.connect_timeout;
   o.keepalive_interval = s.keepalive_interval;
   o.completion_mode = s.completion == completion_mode::busy ? asio_rdma::completion_mode::busy_poll
@@ -329,6 +330,12 @@ awaitable<result> run_size(const settings& s, std::size_t size, std::string& dev
     co_await r.wake.async_wait(tuple_awaitable);
     r.m.tick(clock::now());
   }
+  if (s.statistics)
+    for (auto& p : peers) {
+      const auto st = p->conn.statistics();
+      std::cerr << "# statistics: posts " << st.posts << ", work requests " << st.work_requests
+                << ", signalled " << st.signaled << ", inline " << st.inline_sends << '\n';
+    }
   // A failed connection is closed by its destructor: a disconnect would wait
   // for a peer that may be gone.
   if (!r.failure)

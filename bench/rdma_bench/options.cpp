@@ -211,6 +211,13 @@ void describe(CLI::App& app, settings& s) {
   client->add_flag("--shared-queues", s.shared_queues,
                    "the client's connections share one completion queue and one shared receive "
                    "queue (asio_rdma::shared_queues)");
+  client->add_flag("--siw-zero-copy", s.siw_zero_copy,
+                   "on SoftiWARP, let the client's sends and writes of more than a page go "
+                   "from its buffers without a copy, as perftest's do "
+                   "(connection_options::siw_zero_copy; other devices ignore it)");
+  client->add_flag("--statistics", s.statistics,
+                   "after the run, print each connection's statistics (ibv_post_send calls, "
+                   "work requests, signalled, inline) to stderr");
   add_number(*client, "--inline", s.inline_size, 0, 1024, "inline threshold (default 64)", true);
   client->add_option("--json", s.json_path, "also write the results and parameters as JSON")
       ->type_name("FILE");
@@ -248,6 +255,11 @@ std::string check(const settings& s) {
     return "--raw-verbs does not run --bidirectional";
   if (s.raw_verbs && s.connections != 1)
     return "--raw-verbs runs one connection";
+  if (s.raw_verbs && s.statistics)
+    return "--statistics applies to asio_rdma connections, not --raw-verbs";
+  if (s.raw_verbs && s.siw_zero_copy)
+    return "--siw-zero-copy applies to asio_rdma connections (--raw-verbs posts unsignalled "
+           "requests, which siw sends without a copy anyway)";
   if (s.raw_verbs && s.shared_queues)
     return "--shared-queues applies to asio_rdma connections, not --raw-verbs";
   if (s.op == operation::ud_send && s.shared_queues)

@@ -73,6 +73,12 @@ struct settings {
   /// handler writes the request back through reply_bulk()) instead of a returned vector.
   bool rpc_bulk_handles = false;
   std::uint32_t inline_size = 64;
+  /// The client's connections let SoftiWARP send large payloads from their buffers
+  /// (connection_options::siw_zero_copy): rdma_bench never changes a buffer's content.
+  bool siw_zero_copy = false;
+  /// After the run, print each client connection's connection_statistics (posts, work
+  /// requests, signalled, inline) to stderr.
+  bool statistics = false;
   std::string json_path;
   bool quiet = false; // no progress lines
   /// Connection handshake bound, and keepalive of the client's connections

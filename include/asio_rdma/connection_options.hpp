@@ -88,6 +88,19 @@ struct connection_options {
   std::chrono::milliseconds keepalive_interval = std::chrono::milliseconds(0);
   /// Silent keepalive intervals after which the peer counts as dead (1..1000).
   std::uint32_t keepalive_count = 3;
+  /// SoftiWARP (siw) only; every other device ignores it. siw sends the
+  /// payload of a send or RDMA write of more than a page straight from the
+  /// caller's memory unless the request asks for its own completion, and a
+  /// completion there means that TCP has the bytes, not that they have left:
+  /// TCP may read the memory again to transmit or retransmit them. So by
+  /// default the library has every such request on siw signalled, and siw
+  /// copies its payload (64 KiB writes: about 0.8x the bandwidth of zero
+  /// copy in the test VM). true lets siw send from the caller's memory: set it
+  /// only where the memory of a completed send or write is not changed until
+  /// the peer has answered for it (a reply, an acknowledgement), or where its
+  /// content does not matter (rdma_bench). Hardware iWARP NICs read the
+  /// memory before they complete and need neither.
+  bool siw_zero_copy = false;
   /// Private data sent with the connect request (at most 56 bytes) or with the
   /// accept reply (at most 196 bytes). On InfiniBand and RoCE the peer sees it
   /// zero-padded to that fixed size.

@@ -36,15 +36,17 @@ public:
   /// How many requests may be posted and not yet completed.
   void set_depth(std::uint32_t depth) noexcept { depth_ = depth; }
 
-  /// The device is iWARP, where two things differ from InfiniBand and RoCE (the default):
-  /// - It may complete RDMA reads and atomics after requests posted later (SoftiWARP
-  ///   completes a read when its response arrives, a later send when TCP has it). Each
-  ///   read and atomic then asks for its own completion, and only that completes it.
-  /// - SoftiWARP sends an unsignalled request's payload of more than a page straight
-  ///   from the user's pages (zero copy): TCP reads them when it transmits, possibly
-  ///   after a later request has completed and the memory been reused. Such a request
-  ///   then asks for its own completion too, so that the device copies it instead.
+  /// The device is iWARP, which may complete RDMA reads and atomics after requests posted
+  /// later (SoftiWARP completes a read when its response arrives, a later send when TCP
+  /// has it). Each read and atomic then asks for its own completion, and only that
+  /// completes it.
   void set_iwarp(bool iwarp) noexcept { iwarp_ = iwarp; }
+  /// SoftiWARP sends an unsignalled request's payload of more than a page straight from
+  /// the user's pages (zero copy): TCP reads them when it transmits, possibly after a
+  /// later request has completed and the memory been reused. With `on`, such a request
+  /// asks for its own completion, so that siw copies it instead
+  /// (connection_options::siw_zero_copy turns this off).
+  void set_signal_large_payloads(bool on) noexcept { signal_large_payloads_ = on; }
 
   /// Flow control by credits (credit_flow.hpp), for transports without RNR retry: from
   /// now on a request that takes a receive at the peer is chained only while the peer has
@@ -181,7 +183,7 @@ private:
   /// An iWARP request whose payload SoftiWARP would send zero copy unless signalled: more
   /// than a page (its threshold), not inline.
   bool copied_only_if_signalled(const Request* r) const noexcept {
-    if (!iwarp_ || (r->wr.send_flags & IBV_SEND_INLINE))
+    if (!signal_large_payloads_ || (r->wr.send_flags & IBV_SEND_INLINE))
       return false;
     std::size_t bytes = 0;
     for (int i = 0; i < r->wr.num_sge; ++i)
@@ -204,6 +206,7 @@ private:
   std::uint32_t depth_ = 0;
   std::uint32_t outstanding_ = 0;
   bool iwarp_ = false;
+  bool signal_large_payloads_ = false;
   bool credit_limited_ = false;
   std::uint32_t peer_posted_ = 0; // the peer's receives posted, as last reported
   std::uint32_t taken_ = 0;       // requests posted that took one (modulo 2^32)

@@ -24,6 +24,8 @@ std::shared_ptr<device> get_device(ibv_context* context, error_code& ec) {
     return nullptr;
   }
   d->iwarp = context->device->transport_type == IBV_TRANSPORT_IWARP;
+  constexpr std::uint32_t softiwarp_vendor_id = 0x626d74; // siw.h: ASCII "bmt"
+  d->soft_iwarp = d->iwarp && d->attributes.vendor_id == softiwarp_vendor_id;
   d->name = ::ibv_get_device_name(context->device);
   d->no_immediate_data =
       d->iwarp ? with_message(errc::operation_not_supported,

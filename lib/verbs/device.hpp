@@ -19,6 +19,9 @@ struct device {
   ibv_device_attr attributes{};
   /// iWARP (its transport has no immediate data and no unreliable datagrams).
   bool iwarp = false;
+  /// SoftiWARP (siw, known by its vendor id): it sends an unsignalled request's payload of
+  /// more than a page from the user's pages (send_window::set_signal_large_payloads).
+  bool soft_iwarp = false;
   /// The device's name ("rxe0", "siw0"), for error messages.
   std::string name;
   /// errc::operation_not_supported naming the device and what it lacks, made once here

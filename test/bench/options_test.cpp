@@ -55,6 +55,15 @@ BOOST_AUTO_TEST_CASE(client_options_are_parsed) {
   BOOST_TEST(s.json_path == "out.json");
 }
 
+BOOST_AUTO_TEST_CASE(siw_zero_copy_and_statistics_are_client_flags) {
+  auto s = parse({"client", "h", "--siw-zero-copy", "--statistics"});
+  BOOST_TEST(s.siw_zero_copy);
+  BOOST_TEST(s.statistics);
+  auto d = parse({"client", "h"});
+  BOOST_TEST(!d.siw_zero_copy);
+  BOOST_TEST(!d.statistics);
+}
+
 BOOST_AUTO_TEST_CASE(all_sweeps_powers_of_two) {
   auto s = parse({"client", "h", "--all"});
   BOOST_TEST(s.sizes.front() == 2u);
@@ -91,6 +100,8 @@ BOOST_AUTO_TEST_CASE(bad_options_say_why) {
   BOOST_TEST(rejects({"client", "h", "--raw-verbs", "--connections", "2"}, "one connection"));
   BOOST_TEST(rejects({"client", "h", "--mode", "lat", "--connections", "2"}, "one connection"));
   BOOST_TEST(rejects({"client", "h", "--raw-verbs", "--shared-queues"}, "not --raw-verbs"));
+  BOOST_TEST(rejects({"client", "h", "--raw-verbs", "--statistics"}, "not --raw-verbs"));
+  BOOST_TEST(rejects({"client", "h", "--raw-verbs", "--siw-zero-copy"}, "asio_rdma connections"));
   BOOST_TEST(rejects({"client", "h", "--op", "ud_send", "--shared-queues"}, "not ud_send"));
   BOOST_TEST(rejects({"client", "h", "--batch", "16", "--raw-verbs"}, "posts lists of its own"));
   BOOST_TEST(rejects({"client", "h", "--batch", "16", "--mode", "lat"}, "not latency"));

@@ -91,7 +91,8 @@ for args in "--sizes 64,4096 --connections 2" "--size 64 --connections 4 --share
   "--bidirectional --size 1024" "--op send --size 64 --batch 4" "--op write --size 4096 --batch 8" \
   "--op read --size 1024 --batch 8" "--mode lat --op send --size 64 --lat-send post" \
   "--mode lat --op write --size 64 --lat-send post" \
-  "--mode lat --op write_imm --size 64 --lat-send post"; do
+  "--mode lat --op write_imm --size 64 --lat-send post" \
+  "--op write --size 65536 --siw-zero-copy" "--op send --size 65536 --siw-zero-copy"; do
   if [[ $args == *write_imm* && -n $(lacks write_imm) ]]; then
     refused "$args" "$(lacks write_imm)" timeout 120 "$B" client "$A" --port 7480 $args \
       --depth 8 --duration 0.3
@@ -105,6 +106,16 @@ for args in "--sizes 64,4096 --connections 2" "--size 64 --connections 4 --share
     fails=$((fails + 1))
   fi
 done
+# --statistics: the client's connection statistics after the run.
+if out=$(timeout 120 "$B" client "$A" --port 7480 --op write --size 4096 --depth 8 \
+  --duration 0.3 --warmup 0.1 --statistics 2>&1) &&
+  grep -q "^# statistics: posts [1-9][0-9]*, work requests [1-9]" <<<"$out"; then
+  echo "ok: --statistics: $(grep '^# statistics' <<<"$out")"
+else
+  echo "FAIL: --statistics:"
+  echo "$out"
+  fails=$((fails + 1))
+fi
 # Datagrams (ud_send, framework server only): bandwidth and latency, the
 # server's count of arrivals in the JSON, and a size beyond the path MTU
 # refused with a clear message.

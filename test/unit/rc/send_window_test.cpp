@@ -146,25 +146,31 @@ BOOST_AUTO_TEST_CASE(on_iwarp_a_read_completes_only_by_its_own_completion) {
   BOOST_TEST(f.window.outstanding() == 0u);
 
   // SoftiWARP sends an unsignalled payload of more than a page from the user's pages when
-  // TCP transmits: such a request asks for its own completion (the device then copies it).
-  fixture<4> w(8);
-  w.window.set_iwarp(true);
-  w.queue_all();
-  std::array<ibv_sge, 4> sges{};
-  const std::array<std::uint32_t, 4> lengths{65536, 4096, 8192, 100};
-  auto chain = w.window.take([&](request* r) {
-    r->wr = {};
-    r->wr.wr_id = static_cast<std::uint64_t>(r->id);
-    r->wr.opcode = IBV_WR_RDMA_WRITE;
-    sges[r->id].length = lengths[r->id];
-    r->wr.sg_list = &sges[r->id];
-    r->wr.num_sge = 1;
-    if (r->id == 2)
-      r->wr.send_flags = IBV_SEND_INLINE; // copied at post time: no need
-  });
-  BOOST_TEST(signalled(chain.first) == (std::vector<int>{0, 3}), boost::test_tools::per_element());
-  w.window.completed(&w.requests[3], IBV_WC_SUCCESS, record); // in order, as before
-  BOOST_TEST(w.window.outstanding() == 0u);
+  // TCP transmits: such a request asks for its own completion (the device then copies it),
+  // unless the user let siw send from its memory (connection_options::siw_zero_copy).
+  for (const bool signal_large : {true, false}) {
+    fixture<4> w(8);
+    w.window.set_iwarp(true);
+    w.window.set_signal_large_payloads(signal_large);
+    w.queue_all();
+    std::array<ibv_sge, 4> sges{};
+    const std::array<std::uint32_t, 4> lengths{65536, 4096, 8192, 100};
+    auto chain = w.window.take([&](request* r) {
+      r->wr = {};
+      r->wr.wr_id = static_cast<std::uint64_t>(r->id);
+      r->wr.opcode = IBV_WR_RDMA_WRITE;
+      sges[r->id].length = lengths[r->id];
+      r->wr.sg_list = &sges[r->id];
+      r->wr.num_sge = 1;
+      if (r->id == 2)
+        r->wr.send_flags = IBV_SEND_INLINE; // copied at post time: no need
+    });
+    BOOST_TEST(signalled(chain.first) ==
+                   (signal_large ? std::vector<int>{0, 3} : std::vector<int>{3}),
+               boost::test_tools::per_element());
+    w.window.completed(&w.requests[3], IBV_WC_SUCCESS, record); // in order, as before
+    BOOST_TEST(w.window.outstanding() == 0u);
+  }
 
   // In order (InfiniBand, RoCE): a read is signalled one in sixteen like any request, and
   // a later completion completes it.
