@@ -98,8 +98,8 @@ struct connection_options {
   /// copy in the test VM). true lets siw send from the caller's memory: set it
   /// only where the memory of a completed send or write is not changed until
   /// the peer has answered for it (a reply, an acknowledgement), or where its
-  /// content does not matter (rdma_bench). Hardware iWARP NICs read the
-  /// memory before they complete and need neither.
+  /// content does not matter (rdma_bench). Hardware iWARP NICs keep the verbs
+  /// contract (a completed request's memory may be reused) and need neither.
   bool siw_zero_copy = false;
   /// Private data sent with the connect request (at most 56 bytes) or with the
   /// accept reply (at most 196 bytes). On InfiniBand and RoCE the peer sees it
