@@ -32,6 +32,7 @@ failed=0
 log=$(mktemp)
 failures=$(mktemp) # ctest's list of failed tests, per stage, repeated at the end
 trap 'rm -f "$log" "$failures"' EXIT
+evidence='FAIL|error:|watch:|rank stderr:|no answer|no result|TX timeout|not responding|Killed|exit status|\[[AB]\] +(#[0-9]|Thread |ESTAB|FIN|[0-9]+ \[<0>\])'
 run() { # label, command...
   local label=$1 t0=$SECONDS
   shift
@@ -39,6 +40,9 @@ run() { # label, command...
   if ! "$@" 2>&1 | tee "$log"; then
     echo "=== $label: FAILED"
     status=1
+    # ... and what a failure said about itself (failure lines; test/fabric/two_hosts.sh's
+    # watch: a stalled rank's stacks, stuck TCP connections, host B's ranks' stderr).
+    grep -E "$evidence" "$log" | tail -n 80 | sed "s/^/$label evidence: /" >> "$failures" || true
   fi
   # CI keeps only the end of a long log: name what failed where it is kept.
   grep -E '^\s+[0-9]+ - \S+ \(' "$log" | sed "s/^/$label: /" >> "$failures" || true

@@ -20,18 +20,75 @@ cluster=/tmp/rdma-fabric-slurm
 source "$(dirname "$0")/host_do.sh" # (copied beside this script by CMake)
 
 nodes=(fabric-a:192.0.2.1:2 fabric-b:192.0.2.2:2)
+# Every rank's stderr also goes to a file on its own host (launch): srun
+# forwards it late and, after some cuts, not at all.
+ranks_stderr=/tmp/rdma-fabric-ranks.err
+: >"$ranks_stderr"
+
+# A failure's evidence, live on each host's console: what a rank that stops
+# using the CPU for 10 s is blocked in (kernel and user stacks), with this
+# host's TCP connections to the other (MPI's and Slurm's); on host B also its
+# ranks' stderr.
+watch_ranks() {
+  [[ $ASIO_RDMA_HOST == A ]] || tail -n +1 -F "$ranks_stderr" 2>/dev/null | sed -u 's/^/rank stderr: /' &
+  local -A cpu=() since=() shown=()
+  local pid now stat fields ticks wchan line key
+  # Bash builtins where it can: every process started costs the 1-vCPU TCG guest.
+  while sleep 5; do
+    now=$SECONDS
+    for pid in $(pgrep -x rdma_fabric); do
+      read -r stat <"/proc/$pid/stat" 2>/dev/null || continue
+      fields=(${stat##*) }) # from the state on: utime and stime are 11 and 12
+      ticks=$((fields[11] + fields[12]))
+      read -r wchan <"/proc/$pid/wchan" 2>/dev/null || true
+      if [[ ${cpu[$pid]:-} != "$ticks" ]]; then
+        cpu[$pid]=$ticks since[$pid]=$now
+      elif ((now - since[$pid] >= 10)) && [[ -z ${shown[$pid]:-} && $wchan != do_wait ]]; then
+        shown[$pid]=1 # (do_wait: rank 0 waiting for its heatmap's drawing)
+        echo "watch: $(date +%T) rdma_fabric $pid used no CPU for $((now - since[$pid])) s:" \
+          "state ${fields[0]}, wchan $wchan"
+        cat /proc/"$pid"/task/*/stack 2>/dev/null | sort | uniq -c | sort -rn | head -n 20
+        timeout 120 gdb -p "$pid" -batch -ex "thread apply all bt 12" 2>&1 | grep -E "^(#|Thread)"
+        ss -tnoi dst "$ASIO_RDMA_PEER_ADDR" 2>&1 | head -n 40
+      fi
+    done
+    # A connection to the other host still retransmitting 12 s or more after
+    # its last answer (past the 5 s cut): once per connection and count.
+    while read -r line; do
+      [[ $line =~ ([^ ]+\ +[^ ]+)\ +timer:\(on,[^,]*,([0-9]+)\) ]] || continue
+      key="${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"
+      if ((BASH_REMATCH[2] >= 6)) && [[ -z ${shown[$key]:-} ]]; then
+        shown[$key]=1
+        echo "watch: $(date +%T) TCP retransmitting: $line"
+        if [[ -z ${shown[dmesg]:-} ]]; then # a wedged NIC says so here ("TX timeout")
+          shown[dmesg]=1
+          dmesg | grep -v "speed is unknown" | tail -n 8 | sed 's/^/watch: dmesg: /'
+        fi
+      fi
+    done < <(ss -tnoH dst "$ASIO_RDMA_PEER_ADDR" 2>/dev/null)
+  done
+}
+stop_watching() { # the watcher started with watch_ranks &, and what it started
+  { pkill -P "$watcher" || true; kill "$watcher" || true; } 2>/dev/null
+}
+
 if [[ $ASIO_RDMA_HOST == B ]]; then
   host_do barrier controller-up
+  watch_ranks &
+  watcher=$!
   slurm_start "$cluster" 192.0.2.1 "${nodes[@]}"
   # Serves ranks until A is done; A kills this host in step 2.
   host_do barrier done
   slurm_stop
+  stop_watching
   exit 0
 fi
 
 finished=0
 # A failing before step 2 releases B (a killed guest counts as done).
-trap 'slurm_stop; [[ $finished == 1 ]] || host_do kill B || true; echo "two_hosts.sh: exits at $(date +%T)"' EXIT
+watch_ranks &
+watcher=$!
+trap 'stop_watching; slurm_stop; [[ $finished == 1 ]] || host_do kill B || true; echo "two_hosts.sh: exits at $(date +%T)"' EXIT
 slurm_start "$cluster" 192.0.2.1 "${nodes[@]}"
 host_do barrier controller-up
 slurm_wait_nodes 2 90 || exit 1
@@ -41,7 +98,8 @@ launch() { # dir fabric args...
   local dir=$1
   shift
   mkdir -p "$dir"
-  timeout 300 srun -N 2 -n 4 --mpi=pmix --kill-on-bad-exit=1 "$fabric" "$@" \
+  timeout 300 srun -N 2 -n 4 --mpi=pmix --kill-on-bad-exit=1 \
+    bash -c 'exec "$@" 2> >(tee -a "'"$ranks_stderr"'" >&2)' rank "$fabric" "$@" \
     >"$dir/table.txt" 2>"$dir/stderr" &
   pid=$!
 }

@@ -429,6 +429,11 @@ mount -t proc proc $R/proc
 mount -t sysfs sysfs $R/sys
 mount -t devtmpfs devtmpfs $R/dev
 mkdir -p $R/dev/pts $R/dev/shm
+# What udev makes on a normal system: bash's process substitution needs /dev/fd.
+ln -sf /proc/self/fd $R/dev/fd
+ln -sf /proc/self/fd/0 $R/dev/stdin
+ln -sf /proc/self/fd/1 $R/dev/stdout
+ln -sf /proc/self/fd/2 $R/dev/stderr
 mount -t devpts devpts $R/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm
 # /run: ip netns and others need it writable; /tmp: HOME, scratch files.
