@@ -37,6 +37,8 @@ PACKAGES=(
   xz-utils
   # rdma_fabric (bench/rdma_fabric): MPI bootstrap, and Slurm for its srun test
   openmpi-bin libopenmpi-dev slurm-wlm
+  # a stalled rank's threads, printed by test/fabric/watch_ranks.sh in the two-host test
+  gdb
   # the sanitizer and fuzzing stage (scripts/test_sanitized.sh); llvm-16 for llvm-symbolizer
   clang-16 libclang-rt-16-dev libfuzzer-16-dev llvm-16
   libssl-dev

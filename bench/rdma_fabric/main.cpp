@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -153,9 +154,15 @@ public:
     acceptor_->close();
     // Rank 0 alone exits with the verdict: a launcher may end the job as soon
     // as any rank exits non-zero (srun --kill-on-bad-exit), before rank 0 wrote
-    // its files; mpirun and srun exit with rank 0's status.
-    if (mpi_.rank() != 0)
+    // its files; mpirun and srun exit with rank 0's status. The other ranks are
+    // about to exit 0 and ignore SIGTERM from here: such a launcher, ending the
+    // job when rank 0 exits with a flagged verdict, would otherwise terminate
+    // them while they exit, and srun would exit with their 143 instead of 1
+    // (two_hosts_fabric saw it once rank 0 no longer drew a heatmap first).
+    if (mpi_.rank() != 0) {
+      std::signal(SIGTERM, SIG_IGN);
       return 0;
+    }
     return report(r) ? status[0] : 3;
   }
 

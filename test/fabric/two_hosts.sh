@@ -8,7 +8,8 @@
 #      run completes, exit status 1.
 #   2. Host B is killed while round 1 measures: the run fails (exit status
 #      not 0, not 1) within a bound, and says which rank waited for what.
-# FABRIC_TEST_KEEP=DIR keeps step 1's table, JSON and heatmap.
+# FABRIC_TEST_KEEP=DIR keeps step 1's table and JSON (test/fabric/heatmap_test.py draws
+# such a report on the host: matplotlib takes minutes in two TCG guests).
 set -euo pipefail
 fabric=$1
 source "$(dirname "$0")/common.sh"
@@ -25,56 +26,11 @@ nodes=(fabric-a:192.0.2.1:2 fabric-b:192.0.2.2:2)
 ranks_stderr=/tmp/rdma-fabric-ranks.err
 : >"$ranks_stderr"
 
-# A failure's evidence, live on each host's console: what a rank that stops
-# using the CPU for 10 s is blocked in (kernel and user stacks), with this
-# host's TCP connections to the other (MPI's and Slurm's); on host B also its
-# ranks' stderr.
-watch_ranks() {
-  [[ $ASIO_RDMA_HOST == A ]] || tail -n +1 -F "$ranks_stderr" 2>/dev/null | sed -u 's/^/rank stderr: /' &
-  local -A cpu=() since=() shown=()
-  local pid now stat fields ticks wchan line key
-  # Bash builtins where it can: every process started costs the 1-vCPU TCG guest.
-  while sleep 5; do
-    now=$SECONDS
-    for pid in $(pgrep -x rdma_fabric); do
-      read -r stat <"/proc/$pid/stat" 2>/dev/null || continue
-      fields=(${stat##*) }) # from the state on: utime and stime are 11 and 12
-      ticks=$((fields[11] + fields[12]))
-      read -r wchan <"/proc/$pid/wchan" 2>/dev/null || true
-      if [[ ${cpu[$pid]:-} != "$ticks" ]]; then
-        cpu[$pid]=$ticks since[$pid]=$now
-      elif ((now - since[$pid] >= 10)) && [[ -z ${shown[$pid]:-} && $wchan != do_wait ]]; then
-        shown[$pid]=1 # (do_wait: rank 0 waiting for its heatmap's drawing)
-        echo "watch: $(date +%T) rdma_fabric $pid used no CPU for $((now - since[$pid])) s:" \
-          "state ${fields[0]}, wchan $wchan"
-        cat /proc/"$pid"/task/*/stack 2>/dev/null | sort | uniq -c | sort -rn | head -n 20
-        timeout 120 gdb -p "$pid" -batch -ex "thread apply all bt 12" 2>&1 | grep -E "^(#|Thread)"
-        ss -tnoi dst "$ASIO_RDMA_PEER_ADDR" 2>&1 | head -n 40
-      fi
-    done
-    # A connection to the other host still retransmitting 12 s or more after
-    # its last answer (past the 5 s cut): once per connection and count.
-    while read -r line; do
-      [[ $line =~ ([^ ]+\ +[^ ]+)\ +timer:\(on,[^,]*,([0-9]+)\) ]] || continue
-      key="${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"
-      if ((BASH_REMATCH[2] >= 6)) && [[ -z ${shown[$key]:-} ]]; then
-        shown[$key]=1
-        echo "watch: $(date +%T) TCP retransmitting: $line"
-        if [[ -z ${shown[dmesg]:-} ]]; then # a wedged NIC says so here ("TX timeout")
-          shown[dmesg]=1
-          dmesg | grep -v "speed is unknown" | tail -n 8 | sed 's/^/watch: dmesg: /'
-        fi
-      fi
-    done < <(ss -tnoH dst "$ASIO_RDMA_PEER_ADDR" 2>/dev/null)
-  done
-}
-stop_watching() { # the watcher started with watch_ranks &, and what it started
-  { pkill -P "$watcher" || true; kill "$watcher" || true; } 2>/dev/null
-}
+source "$(dirname "$0")/watch_ranks.sh" # watch_ranks, stop_watching
 
 if [[ $ASIO_RDMA_HOST == B ]]; then
   host_do barrier controller-up
-  watch_ranks &
+  watch_ranks "$ranks_stderr" &
   watcher=$!
   slurm_start "$cluster" 192.0.2.1 "${nodes[@]}"
   # Serves ranks until A is done; A kills this host in step 2.
@@ -99,7 +55,7 @@ launch() { # dir fabric args...
   shift
   mkdir -p "$dir"
   timeout 300 srun -N 2 -n 4 --mpi=pmix --kill-on-bad-exit=1 \
-    bash -c 'exec "$@" 2> >(tee -a "'"$ranks_stderr"'" >&2)' rank "$fabric" "$@" \
+    bash -c 'err=$1; shift; exec "$@" 2> >(tee -a "$err" >&2)' rank "$ranks_stderr" "$fabric" "$@" \
     >"$dir/table.txt" 2>"$dir/stderr" &
   pid=$!
 }
@@ -140,7 +96,7 @@ echo "=== 1. link cut while round 1 measures"
 before=$(sent_packets)
 launch "$out/cut" --duration 6 --warmup 0.2 --timeout 30 \
   --bandwidth-fraction 0.02 --latency-multiple 1000 \
-  --json "$out/cut/fabric.json" --heatmap "$out/cut/fabric.png"
+  --json "$out/cut/fabric.json"
 # Cut once data flows (the pairs are connected and measuring): a cut during
 # the connection handshake would only delay it.
 wait_for_packets 300 90 "$before"
@@ -158,7 +114,7 @@ echo "exit status $status"
 cut_result=0
 cut_checks() {
   [[ $status -eq 1 ]] || { echo "FAIL: expected exit status 1 (flagged), got $status"; return 1; }
-  check "$out/cut" 4 --expect-flagged any --hosts 2 || return 1
+  check "$out/cut" 4 --expect-flagged any --hosts 2 --no-png || return 1
   # The cable is out during round 1, whose pairs are 0-3 and 1-2 (which of
   # its steps it hits depends on timing): those are flagged ...
   local round1='FLAGGED (bandwidth|latency) (0 -> 3|3 -> 0|1 -> 2|2 -> 1|0 <-> 3|1 <-> 2):'
@@ -175,7 +131,7 @@ if ! cut_checks; then
   cut_result=1
   tail -n 40 "$cluster/slurmctld.log" || true
   # A wedged NIC shows here ("TX timeout"), not in what rdma_fabric says.
-  dmesg | grep -v "speed is unknown" | tail -n 15 || true
+  recent_dmesg 15 || true
 fi
 if [[ -n ${FABRIC_TEST_KEEP:-} ]]; then
   mkdir -p "$FABRIC_TEST_KEEP"
