@@ -57,6 +57,14 @@ inline device_info device_under_test() {
   return query_device(name);
 }
 
+/// Whether the device under test is SoftiWARP (siw: iWARP in software, vendor id "bmt"),
+/// whose provider holds only about 144 pages of queues per process (docs/devices.md): tests
+/// of many connections in one process use fewer there and check the refusal beyond.
+inline bool is_softiwarp() {
+  const device_info d = device_under_test();
+  return d.transport == "iWARP" && d.vendor_id == 0x626d74;
+}
+
 /// Whether `ec`'s message names the device under test and `what` (the capability or the
 /// limit it lacks): a refusal must say which device and why, not only "not supported".
 inline bool names_the_device(const error_code& ec, std::string_view what) {

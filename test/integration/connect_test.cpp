@@ -465,7 +465,7 @@ BOOST_AUTO_TEST_CASE(fifty_connections_to_one_acceptor_at_once) {
     // siw's provider holds about 144 pages of queues per process (docs/devices.md): forty
     // connections of these depths fit there, a hundred are refused with
     // errc::device_limit_exceeded. So twenty pairs on siw, fifty elsewhere.
-    const bool siw = ar::test::device_under_test().name.rfind("siw", 0) == 0;
+    const bool siw = ar::test::is_softiwarp();
     const int n = std::getenv("FIFTY_N") ? std::atoi(std::getenv("FIFTY_N")) : siw ? 20 : 50;
     ar::acceptor_options aopts;
     aopts.connection.max_message_size = 4096;
@@ -616,7 +616,7 @@ BOOST_AUTO_TEST_CASE(our_connect_talks_to_plain_librdmacm_server) {
 BOOST_AUTO_TEST_CASE(a_peer_vanishing_under_a_stream_of_sends_ends_the_connection_not_the_process) {
   struct sigaction before {};
   ::sigaction(SIGPIPE, nullptr, &before);
-  const bool siw = ar::test::device_under_test().name.rfind("siw", 0) == 0;
+  const bool siw = ar::test::is_softiwarp();
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
     auto ex = co_await asio::this_coro::executor;

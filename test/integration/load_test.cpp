@@ -64,7 +64,10 @@ awaitable<void> sleep_for(std::chrono::milliseconds d) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_thousand_connections_share_one_cq_and_srq) {
-  constexpr int count = 1000;
+  // SoftiWARP's provider holds about 144 pages of queues per process (docs/devices.md),
+  // and both ends live in this one: forty pairs there, a thousand elsewhere.
+  const int count = ar::test::is_softiwarp() ? 40 : 1000;
+  const int wave_size = std::min(count, 100);
   raise_fd_limit(8192); // each client connection has a CM channel fd
   asio::io_context io;
   run(
@@ -119,9 +122,9 @@ BOOST_AUTO_TEST_CASE(a_thousand_connections_share_one_cq_and_srq) {
         std::vector<ar::connection> clients(count);
         const auto port = acceptor.local_endpoint().port();
         int echoed = 0;
-        for (int wave = 0; wave < count; wave += 100) {
+        for (int wave = 0; wave < count; wave += wave_size) {
           int connected = 0;
-          for (int i = wave; i < wave + 100; ++i)
+          for (int i = wave; i < wave + wave_size; ++i)
             asio::co_spawn(
                 ex,
                 [&, i]() -> awaitable<void> {
@@ -137,7 +140,7 @@ BOOST_AUTO_TEST_CASE(a_thousand_connections_share_one_cq_and_srq) {
                   ++echoed;
                 },
                 ar::test::report_failure);
-          while (connected < 100)
+          while (connected < wave_size)
             co_await sleep_for(10ms);
         }
         while (echoed < count)
@@ -165,10 +168,11 @@ BOOST_AUTO_TEST_CASE(a_thousand_connections_share_one_cq_and_srq) {
 
 BOOST_AUTO_TEST_CASE(a_million_messages_with_flat_memory) {
   constexpr int connections = 4, senders = 8;
-  // 10^6 by default; the sanitizer stage runs fewer (ASIO_RDMA_SOAK_MESSAGES),
-  // as its point there is memory errors, not the figure.
+  // 10^6 by default; the sanitizer stage runs fewer (ASIO_RDMA_SOAK_MESSAGES), as its
+  // point there is memory errors, not the figure, and the iwarp stage half (scaled()).
   const char* env = std::getenv("ASIO_RDMA_SOAK_MESSAGES");
-  const long total = env ? std::max(100'000L, std::atol(env)) : 1'000'000L;
+  const long total = env ? std::max(100'000L, std::atol(env))
+                         : long(ar::test::scaled(1'000'000, 100'000));
   asio::io_context io;
   run(
       io,
