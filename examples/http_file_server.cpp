@@ -109,7 +109,7 @@ awaitable<void> serve_rdma(std::string addr, std::uint16_t port, std::filesystem
   options.connection = asio_rdma::stream_connection_options(); // no data in its buffers
   asio_rdma::acceptor acceptor(ex, addr, port, options);
   for (;;) {
-    auto stream = co_await asio_rdma::async_accept_stream(acceptor, use_awaitable);
+    auto stream = co_await acceptor.async_accept_stream(use_awaitable);
     asio::co_spawn(ex, serve_http(std::move(stream), root), asio::detached);
   }
 }

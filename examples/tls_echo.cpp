@@ -54,7 +54,7 @@ awaitable<void> serve(std::string addr, std::uint16_t port, std::string cert, st
   asio_rdma::acceptor acceptor(ex, addr, port, options);
   std::cout << "listening on " << addr << ":" << port << std::endl;
   for (;;) {
-    auto stream = co_await asio_rdma::async_accept_stream(acceptor, use_awaitable);
+    auto stream = co_await acceptor.async_accept_stream(use_awaitable);
     asio::co_spawn(ex, echo(tls_stream(std::move(stream), ctx)), asio::detached);
   }
 }

@@ -8,8 +8,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 namespace asio_rdma {
+
+class stream;
+struct stream_options;
 
 namespace detail {
 class acceptor_impl;
@@ -108,6 +112,22 @@ public:
     return boost::asio::async_initiate<CompletionToken, void(error_code, connection)>(
         detail::initiate_async_accept(impl_.get(), ex_), token);
   }
+
+  /// Accepts the next connection (as async_accept) and makes it a byte stream with
+  /// `stream_opts` (give the acceptor stream_connection_options() for small connection
+  /// buffers; the peer connects with async_connect_stream). Declared here, defined in
+  /// <asio_rdma/stream.hpp>, which a caller includes for the stream type anyway.
+  ///
+  /// Completion signature: void(error_code, stream). Errors and cancellation: those of
+  /// async_accept, and the stream constructor's (errc::invalid_option, a registration
+  /// failure). The acceptor must outlive the operation.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_accept_stream(const stream_options& stream_opts, CompletionToken&& token = {});
+
+  /// As above with the default stream_options.
+  template <typename CompletionToken = boost::asio::deferred_t>
+    requires(!std::is_same_v<std::decay_t<CompletionToken>, stream_options>)
+  auto async_accept_stream(CompletionToken&& token = {});
 
   /// Waits for the next connection request and hands it over undecided: the
   /// caller reads its private data and peer address, then accepts (with its

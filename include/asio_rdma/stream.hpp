@@ -110,7 +110,7 @@ inline connection_options stream_connection_options() noexcept {
 /// dynamic buffer; asio::ssl::stream<asio_rdma::stream>; Boost.Beast's HTTP and
 /// WebSocket) runs over it unchanged.
 ///
-/// Made by async_connect_stream() or async_accept_stream(), or from an established
+/// Made by async_connect_stream() or acceptor::async_accept_stream(), or from an established
 /// connection (one connected out of band too). The stream owns the connection; the peer
 /// must be an asio_rdma::stream as well. Move-only; destroying it closes it.
 ///
@@ -249,7 +249,7 @@ private:
 
 namespace detail {
 
-/// async_connect_stream's and async_accept_stream's handler as the connection's
+/// async_connect_stream's and acceptor::async_accept_stream's handler as the connection's
 /// operation completes: called with the connection, it hands on a stream made of it. Its
 /// executor, allocator and cancellation slot are the handler's own (the associator below).
 template <typename Handler> struct stream_of_connection {
@@ -281,7 +281,7 @@ public:
   }
 };
 
-/// async_accept_stream: the acceptor's async_accept, its handler adapted.
+/// acceptor::async_accept_stream: the acceptor's async_accept, its handler adapted.
 class initiate_accept_stream : public io_initiation<acceptor*, executor_held::by_value> {
 public:
   using io_initiation::io_initiation;
@@ -295,7 +295,7 @@ public:
 } // namespace detail
 
 /// Connects to a stream listener (an acceptor whose connections become streams through
-/// async_accept_stream) at `host`:`port`, as async_connect does, and makes the
+/// acceptor::async_accept_stream) at `host`:`port`, as async_connect does, and makes the
 /// connection a stream with `stream_opts`. Completion signature: void(error_code,
 /// stream). Errors, timeouts and cancellation: those of async_connect, and the stream
 /// constructor's (errc::invalid_option, a registration failure).
@@ -326,23 +326,17 @@ auto async_connect_stream(const boost::asio::any_io_executor& ex, std::string ho
                               stream_options(), std::forward<CompletionToken>(token));
 }
 
-/// Accepts the next connection of `acceptor` (acceptor::async_accept) and makes it a
-/// stream with `stream_opts` (give the acceptor stream_connection_options() for small
-/// connection buffers). Completion signature: void(error_code, stream). Errors and
-/// cancellation: those of acceptor::async_accept, and the stream constructor's.
-/// `acceptor` must outlive the operation.
-template <typename CompletionToken = boost::asio::deferred_t>
-auto async_accept_stream(acceptor& acceptor, const stream_options& stream_opts,
-                         CompletionToken&& token = {}) {
+// acceptor::async_accept_stream, declared with the acceptor.
+template <typename CompletionToken>
+auto acceptor::async_accept_stream(const stream_options& stream_opts, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, stream)>(
-      detail::initiate_accept_stream(&acceptor, acceptor.get_executor()), token, stream_opts);
+      detail::initiate_accept_stream(this, get_executor()), token, stream_opts);
 }
 
-/// As above with the default stream_options.
-template <typename CompletionToken = boost::asio::deferred_t>
+template <typename CompletionToken>
   requires(!std::is_same_v<std::decay_t<CompletionToken>, stream_options>)
-auto async_accept_stream(acceptor& acceptor, CompletionToken&& token = {}) {
-  return async_accept_stream(acceptor, stream_options(), std::forward<CompletionToken>(token));
+auto acceptor::async_accept_stream(CompletionToken&& token) {
+  return async_accept_stream(stream_options(), std::forward<CompletionToken>(token));
 }
 
 } // namespace asio_rdma

@@ -87,15 +87,15 @@ void server_impl::accept_tcp(asio::ip::tcp::acceptor& a) {
 }
 
 void server_impl::accept_rdma(asio_rdma::acceptor& a) {
-  async_accept_stream(a, options_.rdma_stream,
-                      [weak = weak_from_this(), &a](const error_code& ec, asio_rdma::stream s) {
-                        auto self = weak.lock();
-                        if (!self || ec == asio::error::operation_aborted || !a.is_open())
-                          return;
-                        if (!ec)
-                          self->serve(make_transport(std::move(s)));
-                        self->accept_rdma(a);
-                      });
+  a.async_accept_stream(options_.rdma_stream,
+                        [weak = weak_from_this(), &a](const error_code& ec, asio_rdma::stream s) {
+                          auto self = weak.lock();
+                          if (!self || ec == asio::error::operation_aborted || !a.is_open())
+                            return;
+                          if (!ec)
+                            self->serve(make_transport(std::move(s)));
+                          self->accept_rdma(a);
+                        });
 }
 
 void server_impl::serve(std::unique_ptr<transport> t) {

@@ -247,7 +247,7 @@ BOOST_AUTO_TEST_CASE(peer_host_dies_during_a_stream_of_sends) {
         if (!is_host_a()) {
           auto s = co_await accept_from_a(o);
           // The stream, on the same acceptor; read until this host dies.
-          auto stream = co_await ar::async_accept_stream(s.acceptor, use_awaitable);
+          auto stream = co_await s.acceptor.async_accept_stream(use_awaitable);
           asio::co_spawn(
               co_await asio::this_coro::executor,
               [&]() -> awaitable<void> {

@@ -125,6 +125,6 @@ BOOST_AUTO_TEST_CASE(stream_operations_name_their_initiation) {
   asio_rdma::async_connect_stream(io.get_executor(), "192.0.2.1", 7000, {}, peek_t{});
   check<asio_rdma::detail::initiate_connect_stream>(io.get_executor());
   asio_rdma::acceptor acceptor(io.get_executor());
-  asio_rdma::async_accept_stream(acceptor, peek_t{});
+  acceptor.async_accept_stream(peek_t{});
   check<asio_rdma::detail::initiate_accept_stream>(io.get_executor());
 }
