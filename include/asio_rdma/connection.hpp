@@ -115,19 +115,29 @@ public:
   /// Sends one message made of `buffers` (gathered, at most 16 buffers).
   ///
   /// Completion signature: void(error_code, std::size_t bytes_sent). The data
-  /// is copied into registered memory of the library when the work request is
-  /// posted, so the message is independent of later changes to `buffers`;
-  /// `buffers` must stay valid until the operation completes.
+  /// is copied into registered memory of the library (or inline into the work
+  /// request) when the work request is posted, so the message is independent of
+  /// later changes to `buffers`; `buffers` must stay valid until the operation
+  /// completes.
+  ///
+  /// When it completes is options().send_completion's choice: by default
+  /// (send_completion::at_acknowledgement) once the peer's transport
+  /// acknowledged the message; with send_completion::at_post once posted, at
+  /// the end of the io_context turn that started it, without waiting for the
+  /// peer: a later transport error fails the connection and reaches the pending
+  /// and later operations instead.
   ///
   /// Errors: errc::message_too_large (larger than max_message_size, nothing
   /// posted), asio::error::not_connected, asio::error::operation_aborted
   /// (closed or disconnected before completion), a wc_category() error from
-  /// the device (e.g. the peer's receive buffer was too small).
+  /// the device (at_acknowledgement: e.g. the peer's receive buffer was too
+  /// small).
   ///
   /// More sends than the send queue holds wait in order. Cancellation (any
-  /// type) is honoured while the send waits for room in the send queue; once
-  /// posted, an RC work request can only be withdrawn by closing the
-  /// connection, which flushes every posted request.
+  /// type) is honoured while the send waits for room in the send queue (and,
+  /// completed at post, until the end of the turn); once posted, an RC work
+  /// request can only be withdrawn by closing the connection, which flushes
+  /// every posted request.
   template <typename ConstBufferSequence, typename CompletionToken = boost::asio::deferred_t>
     requires boost::asio::is_const_buffer_sequence<ConstBufferSequence>::value
   auto async_send(const ConstBufferSequence& buffers, CompletionToken&& token = {});

@@ -13,6 +13,28 @@
 
 namespace asio_rdma {
 
+/// When async_send and async_send_with_imm complete: the sends whose bytes the library
+/// copies (into the work request, inline, or into its own registered send slot), not the
+/// zero-copy sends of registered memory, one-sided operations or batches, which always
+/// complete with their work completion.
+enum class send_completion : std::uint8_t {
+  /// As soon as the message is posted (its bytes copied), as a TCP send completes once the
+  /// kernel has the bytes, and as UCX's eager sends do: the handler runs without waiting
+  /// for the peer's acknowledgement, and the work request asks for no completion of its
+  /// own (one in 16 does, to recycle the send queue). A completed send says the bytes left
+  /// the caller, not that they arrived: a transport error that comes later (the peer gone,
+  /// no receive buffer after the RNR retries) fails the connection, and every pending and
+  /// later operation gets that error. close() and async_disconnect wait, up to 2 s and
+  /// the connection's timeout, for the peer to acknowledge such sends before they
+  /// disconnect, so a message completed before them is not lost to the close.
+  /// On iWARP devices sends complete at_acknowledgement whatever this option says (not
+  /// yet right there: SoftiWARP lost stream data with it in the project's tests).
+  at_post,
+  /// When the work completion arrives, i.e. the peer's transport acknowledged the message
+  /// (RC): an error of the send itself completes that send.
+  at_acknowledgement,
+};
+
 /// Sizes and timeouts of one RC connection; used by async_connect and when
 /// accepting. Every field has a working default; validate() says which value
 /// is out of range.
@@ -101,6 +123,9 @@ struct connection_options {
   /// content does not matter (rdma_bench). Hardware iWARP NICs keep the verbs
   /// contract (a completed request's memory may be reused) and need neither.
   bool siw_zero_copy = false;
+  /// When copied sends complete (see send_completion): on acknowledgement by default,
+  /// RC's own contract; at_post for the lowest latency.
+  asio_rdma::send_completion send_completion = asio_rdma::send_completion::at_acknowledgement;
   /// Private data sent with the connect request (at most 56 bytes) or with the
   /// accept reply (at most 196 bytes). On InfiniBand and RoCE the peer sees it
   /// zero-padded to that fixed size.
@@ -152,6 +177,9 @@ struct connection_options {
       return "keepalive_interval must not be negative";
     if (keepalive_count == 0 || keepalive_count > 1000)
       return "keepalive_count must be 1..1000";
+    if (send_completion != asio_rdma::send_completion::at_post &&
+        send_completion != asio_rdma::send_completion::at_acknowledgement)
+      return "send_completion must be at_post or at_acknowledgement";
     if (private_data.size() > private_data_limit)
       return "private_data is longer than the handshake allows (56 bytes to connect, 196 to "
              "accept, 148 to reject)";

@@ -166,6 +166,7 @@ int completion_queue::poll_unguarded(from origin) {
   if (polling_)
     return 0;
   polling_ = true;
+  batch_origin_ = origin;
   int dispatched = 0;
   ibv_wc wc[batch_size];
   for (;;) {

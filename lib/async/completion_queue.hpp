@@ -68,6 +68,9 @@ public:
 
   /// True while completions are being dispatched (a handler runs inside a poll).
   bool polling() const { return polling_; }
+  /// Where the latest batch was dispatched from: for the owner's after-batch callback,
+  /// whose own completions (posting more work) must come from the same place.
+  from batch_origin() const { return batch_origin_; }
 
 private:
   static void on_readable(void* self) { static_cast<completion_queue*>(self)->drain_events(); }
@@ -91,6 +94,7 @@ private:
   callback after_batch_;
   std::weak_ptr<void> owner_;
   bool polling_ = false;
+  from batch_origin_ = from::completion_path;
   bool stopped_ = false;
   completion_mode mode_ = completion_mode::event;
   std::chrono::microseconds spin_{0};

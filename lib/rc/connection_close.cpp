@@ -80,34 +80,87 @@ void connection_impl::begin_close(error_code reason) {
   keepalive_timer_.cancel();
   credit_timer_.cancel();
   sync_interest();
-  if (qp_created_) {
-    // rdma_disconnect moves the queue pair to the error state (flushing all
-    // posted work) and tells the peer; without a connection, or without
-    // rdma_cm (out of band: nobody to tell), do it directly.
-    if (out_of_band_ || !was_connected || ::rdma_disconnect(id_.get()) != 0) {
-      ibv_qp_attr attr{};
-      attr.qp_state = IBV_QPS_ERR;
-      ::ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
-    }
-  }
+  // Sends completed when posted and not yet acknowledged would be flushed, and so lost,
+  // by the disconnect: an orderly close of ours waits for them first (linger below). Not
+  // once the peer has disconnected: its queue pair takes nothing more.
+  const bool lingers = qp_created_ && was_connected && !reason && keep_alive &&
+                       completed_unacknowledged_ > 0 && !ending_.peer_has_disconnected();
   // Work that was never posted completes now.
   while (operation* op = sends_.pop_queued())
     complete(op, ending_.for_withdrawn_work(), 0, from::user_call);
+  if (lingers) {
+    linger();
+  } else if (qp_created_) {
+    // Sends completed at post that the peer acknowledged, unsignalled, at the window's
+    // end would never be reported, not even by the flush: a signalled probe behind them,
+    // flushed in turn, takes them out of the window so that the close can finish.
+    if (was_connected && keep_alive && sends_.silent_tail()) {
+      queue_probe(size_operation([](error_code, std::size_t) {}, ex_));
+      post_queued(from::user_call);
+    }
+    disconnect_queue_pair(was_connected);
+  }
   // Messages that arrived before the error are delivered before end-of-stream.
   if (cq_)
     cq_->poll();
   fail_waiting_receives(from::user_call);
   if (state_ != state::closing)
     return; // a handler run by the poll finished the close
-  if (sends_.outstanding() > 0 && !shared_) {
-    // Posted sends have handlers waiting for their flush; bound that wait in
-    // case a device never flushes.
-    drain_timer_.expires_after(std::chrono::seconds(2));
-    drain_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
-      if (!ec && self->state_ == state::closing)
-        self->finish_close();
-    });
+  if (!lingering_)
+    bound_drain();
+  maybe_finish_close();
+}
+
+void connection_impl::disconnect_queue_pair(bool was_connected) {
+  // rdma_disconnect moves the queue pair to the error state (flushing all posted work)
+  // and tells the peer; without a connection, or without rdma_cm (out of band: nobody to
+  // tell), do it directly.
+  if (out_of_band_ || !was_connected || ::rdma_disconnect(id_.get()) != 0) {
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    ::ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
   }
+}
+
+void connection_impl::bound_drain() {
+  if (sends_.outstanding() == 0 || shared_)
+    return;
+  // Posted sends have handlers waiting for their flush; bound that wait in case a device
+  // never flushes.
+  drain_timer_.expires_after(std::chrono::seconds(2));
+  drain_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    if (!ec && self->state_ == state::closing)
+      self->finish_close();
+  });
+}
+
+void connection_impl::linger() {
+  // A zero-length RDMA write, signalled (as keepalive's probe): RC completes in order, so
+  // its completion says the peer acknowledged every send before it. It is counted as a
+  // pending operation, so the io_context runs until it completes; 2 s at most.
+  lingering_ = true;
+  queue_probe(size_operation(
+      [weak = weak_from_this()](error_code, std::size_t) {
+        if (auto self = weak.lock())
+          self->end_linger();
+      },
+      ex_));
+  drain_timer_.expires_after(std::chrono::seconds(2));
+  drain_timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
+    if (auto self = weak.lock(); self && !ec)
+      self->end_linger();
+  });
+}
+
+void connection_impl::end_linger() {
+  if (!lingering_)
+    return;
+  lingering_ = false;
+  drain_timer_.cancel();
+  if (state_ != state::closing || !qp_created_)
+    return;
+  disconnect_queue_pair(true);
+  bound_drain();
   maybe_finish_close();
 }
 
@@ -122,6 +175,8 @@ void connection_impl::finish_close() {
     complete(op, ending_.for_withdrawn_work(), 0, from::user_call);
   }
   fail_waiting_receives(from::user_call);
+  if (shared_)
+    sync_interest(); // the shared CQ: no longer waited on for this connection's flush
   // Out of band, no CM event follows: the flush was the whole disconnect.
   if (!ending_.disconnect_was_requested() || ending_.peer_has_disconnected() || out_of_band_)
     complete_disconnect({});
@@ -147,7 +202,9 @@ void connection_impl::teardown() {
 
 void connection_impl::sync_interest() {
   ops_.updating(); // whatever was deferred is decided now
-  const bool wanted = ops_.any();
+  // A close waits for the flush of what is posted (sends completed at post are no
+  // pending operation, but their flush must be seen for the close to finish).
+  const bool wanted = ops_.any() || (state_ == state::closing && sends_.outstanding() > 0);
   // An open connection must answer the peer's disconnect request (the CM
   // waits for our reply), so its CM events are always awaited; completions
   // only while an operation needs them.

@@ -249,7 +249,7 @@ error_code connection_impl::create_resources(ibv_context* context) {
   for (std::uint32_t i = send_depth; i > 0; --i)
     free_send_slots_.push_back(i - 1);
   // Receives must be posted before the peer can send: before connect/accept.
-  post_queued();
+  post_queued(from::user_call);
   return shared_ ? error_code() : cq_->arm();
 }
 
@@ -390,24 +390,25 @@ void connection_impl::arm_keepalive() {
 void connection_impl::keepalive_tick() {
   if (state_ != state::open)
     return;
+  // Sends completed at post may end the send window unsignalled, with no completion on
+  // its way even once the peer has acknowledged them: a probe behind them (RC completes
+  // in order) takes them out, so that what stays posted is work the transport is still
+  // retrying (bounded by its retries, or a slow receiver's RNR), as keepalive assumes.
+  if (sends_.silent_tail())
+    queue_probe(size_operation([](error_code, std::size_t) {}, ex_));
   switch (keepalive_.tick(completions_, sends_.outstanding())) {
   case keepalive_monitor::verdict::peer_lost:
     return begin_close(asio::error::timed_out);
   case keepalive_monitor::verdict::send_probe: {
-    // A zero-length RDMA write: acknowledged by the peer's transport, it needs
-    // no receive buffer, no memory and no rkey there (IBTA C9-88).
-    work_request probe;
-    probe.op = work_request::kind::write;
     // It overtakes messages held back by credits (iWARP): the probe needs none, and a
     // sender held back still learns whether its peer lives.
-    work(probe,
-         size_operation(
-             [weak = weak_from_this()](error_code, std::size_t) {
-               if (auto self = weak.lock())
-                 self->keepalive_.probe_finished();
-             },
-             ex_),
-         true);
+    queue_probe(size_operation(
+                    [weak = weak_from_this()](error_code, std::size_t) {
+                      if (auto self = weak.lock())
+                        self->keepalive_.probe_finished();
+                    },
+                    ex_),
+                true);
     break;
   }
   case keepalive_monitor::verdict::keep_waiting:

@@ -79,7 +79,9 @@ public:
   bool has_unposted_work() const {
     return sends_.has_queued() || (!shared_ && receives_->has_released());
   }
-  void post_queued();
+  /// Posts queued sends and released receive buffers. The sends that complete when posted
+  /// complete from `origin` (from::user_call inside an initiating function).
+  void post_queued(from origin = from::completion_path);
 
   const asio::any_io_executor& get_executor() const { return ex_; }
   bool is_open() const noexcept { return state_ == state::open; }
@@ -133,7 +135,16 @@ private:
   static void on_report_complete(completion_target* target, const ibv_wc& wc, from origin);
 
   void schedule_post();
-  void post_sends(ibv_qp* qp);
+  /// Posts what the send queue has room for; the sends that complete when posted complete
+  /// from `origin`.
+  void post_sends(ibv_qp* qp, from origin);
+  /// The request completes when posted (connection_options::send_completion).
+  bool completes_at_post(const operation* op) const noexcept;
+  /// Completes the sends from `first` up to `end` (not included) of a posted chain that
+  /// complete when posted: their handlers run now from the completion path, or from a
+  /// posted task after a user's call.
+  void complete_posted_sends(ibv_send_wr* first, const ibv_send_wr* end, from origin);
+  void run_due_handlers();
   void prepare_send(operation* op);
   void release_send_slot(operation* op);
   void finish_posted(operation* op, ibv_wc_status status, from origin);
@@ -156,10 +167,19 @@ private:
   /// Finishes a close once no posted send is left (receive buffers need no wait, nor do
   /// credit reports: the destroyed queue pair takes them back, and nothing waits on them).
   void maybe_finish_close() {
-    if (state_ == state::closing && sends_.outstanding() == 0)
+    if (state_ == state::closing && !lingering_ && sends_.outstanding() == 0)
       finish_close();
   }
   void finish_close();
+  /// Moves the queue pair to the error state, telling the peer (rdma_disconnect) if it was
+  /// connected.
+  void disconnect_queue_pair(bool was_connected);
+  /// Bounds the wait for the flush of posted work (2 s), after which the close finishes.
+  void bound_drain();
+  /// An orderly close with sends completed at post not yet acknowledged: waits (2 s at
+  /// most) for the peer to acknowledge them, then disconnects (end_linger).
+  void linger();
+  void end_linger();
   void teardown();
   /// A flush arrived while open: close with connection_reset unless the CM's
   /// disconnect event comes first (connection_close.cpp).
@@ -171,6 +191,10 @@ private:
   void complete(operation* op, error_code ec, std::size_t bytes, from origin,
                 const received_message* message = nullptr);
   operation* new_op(op_kind kind);
+  /// Queues a signalled zero-length RDMA write (keepalive's probe; a close's linger),
+  /// whatever the state: its completion says the peer acknowledged everything before it.
+  /// `overtakes`: it may pass every queued request.
+  void queue_probe(size_operation&& done, bool overtakes = false);
   void queue_send(operation* op, bool overtakes = false);
   void post_or_batch(operation* op);
   error_code check_batch(std::span<const batch_entry> entries) const;
@@ -229,6 +253,16 @@ private:
   connection_statistics statistics_; // counted in post_queued() and prepare_send()
 
   object_pool<operation> op_pool_;
+  /// Sends completed when posted whose work requests are still in the send window (not
+  /// known to be acknowledged): a close waits for them (linger).
+  std::uint32_t completed_unacknowledged_ = 0;
+  // Sends completed at post whose handlers have not run yet, in posting order (linked by
+  // operation::next).
+  operation* due_ = nullptr;
+  operation** due_tail_ = &due_;
+  bool due_run_scheduled_ = false;
+  bool running_due_ = false;
+  bool lingering_ = false; // linger(): closing, not yet disconnected
   intrusive_queue<operation> waiting_receives_;
   send_window<operation> sends_; // queued and posted sends, one-sided work, atomics
   bool post_scheduled_ = false;

@@ -25,9 +25,12 @@ void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
   // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
   // The poll runs other operations' handlers, which may drop the last reference.
   // (Inside a poll, as when a handler starts the next receive, there is
-  // nothing to poll and nothing to keep alive.)
+  // nothing to poll and nothing to keep alive.) Not while an operation is pending: the
+  // CQ is waited on then, and this poll would post the handlers of the receives already
+  // waiting, which a completion path running them directly could overtake (receive
+  // handlers must run in the order the messages arrived).
   std::shared_ptr<connection_impl> keep_alive;
-  if (arrived_.empty() && state_ == state::open && cq_ && !cq_->polling()) {
+  if (arrived_.empty() && state_ == state::open && cq_ && !cq_->polling() && !ops_.any()) {
     keep_alive = shared_from_this();
     cq_->poll();
   }

@@ -73,6 +73,18 @@ void connection_impl::work(const work_request& request, size_operation&& pending
   queue_send(op, overtakes);
 }
 
+void connection_impl::queue_probe(size_operation&& done, bool overtakes) {
+  // A zero-length RDMA write: acknowledged by the peer's transport, it needs no receive
+  // buffer, no memory and no rkey there (IBTA C9-88).
+  operation* probe = new_op(op_kind::work);
+  probe->handler = std::move(done);
+  probe->on_complete = &connection_impl::on_send_complete;
+  work_request request;
+  request.op = work_request::kind::write;
+  prepare_work(probe, request);
+  queue_send(probe, overtakes);
+}
+
 operation* connection_impl::new_op(op_kind kind) {
   operation* op = op_pool_.get();
   op->owner = this;
@@ -80,6 +92,9 @@ operation* connection_impl::new_op(op_kind kind) {
   op->posted = false;
   op->counted = false;
   op->atomic = false;
+  op->completed_at_post = false;
+  op->handler_due = false;
+  op->acknowledged = false;
   op->immediate.reset();
   op->send_slot = operation::no_slot;
   op->length = 0;
@@ -98,10 +113,13 @@ void connection_impl::queue_send(operation* op, bool overtakes) {
 }
 
 void connection_impl::post_or_batch(operation* op) {
-  // An idle send queue rings the doorbell at once (latency); otherwise the
-  // request joins the batch posted at the end of this io_context turn.
-  if (sends_.outstanding() == 0 && !post_scheduled_) {
-    post_queued();
+  // An idle send queue (no completion on its way) rings the doorbell at once (latency);
+  // otherwise the request joins the batch posted at the end of this io_context turn. A
+  // send that completes when posted always joins it: posted from the io_context, its
+  // handler runs there directly (from an initiating call it would have to be posted
+  // too), and sends started together go in one chain.
+  if (sends_.signalled_outstanding() == 0 && !post_scheduled_ && !completes_at_post(op)) {
+    post_queued(from::user_call);
     // Posted, it can no longer be withdrawn, so it needs no cancellation handler (nor
     // does one the post failed: that one is completed, its handler moved out).
     if (op->posted || !op->handler)
@@ -236,16 +254,16 @@ void connection_impl::schedule_post() {
 void connection_impl::after_cq_batch(void* context) {
   auto* self = static_cast<connection_impl*>(context);
   if (self->has_unposted_work())
-    self->post_queued();
+    self->post_queued(self->cq_->batch_origin()); // a poll inside an initiating call too
   if (self->ops_.batch_ended())
     self->sync_interest();
 }
 
-void connection_impl::post_queued() {
+void connection_impl::post_queued(from origin) {
   post_scheduled_ = false;
   if (!qp_created_)
     return;
-  post_sends(qp_);
+  post_sends(qp_, origin);
   // Receives after sends: in a request/response exchange the next request is
   // on the critical path, and the buffers just freed are not (the others of
   // the ring stay posted for the reply). One chained post for every buffer
@@ -263,12 +281,13 @@ void connection_impl::post_queued() {
   }
 }
 
-void connection_impl::post_sends(ibv_qp* qp) {
+void connection_impl::post_sends(ibv_qp* qp, from origin) {
   refresh_credits();
   // As many queued requests as the send queue has room for, chained.
   const auto chain = sends_.take([this](operation* op) {
     op->posted = true;
     op->handler.ignore_cancel(); // posted RC work cannot be withdrawn alone
+    op->completed_at_post = completes_at_post(op);
     if (op->kind == op_kind::send) {
       prepare_send(op);
     } else if (op->atomic) {
@@ -279,7 +298,7 @@ void connection_impl::post_sends(ibv_qp* qp) {
     }
   });
   // Held back by credits with nothing posted whose completion would look again.
-  if (sends_.outstanding() == 0 && sends_.waits_for_credits())
+  if (sends_.signalled_outstanding() == 0 && sends_.waits_for_credits())
     wait_for_credits();
   if (!chain.first)
     return;
@@ -291,11 +310,75 @@ void connection_impl::post_sends(ibv_qp* qp) {
     // Requests from `bad` on were not posted: they complete with the error.
     auto ec = from_returned_errno(rc);
     sends_.unposted(bad, [&](operation* op) {
+      op->completed_at_post = false;
       release_send_slot(op);
       complete(op, ec, 0, from::user_call);
     });
+    complete_posted_sends(chain.first, bad, from::user_call);
     begin_close(ec);
+    return;
   }
+  complete_posted_sends(chain.first, nullptr, origin);
+}
+
+bool connection_impl::completes_at_post(const operation* op) const noexcept {
+  // Not on iWARP (connection_options.hpp): SoftiWARP lost stream data with it.
+  return op->kind == op_kind::send && options_.send_completion == send_completion::at_post &&
+         !device_->iwarp;
+}
+
+void connection_impl::complete_posted_sends(ibv_send_wr* first, const ibv_send_wr* end,
+                                            from origin) {
+  // The chain's sends that complete now join the handlers due, in posting order, before
+  // any of them runs: one list for all chains, so that handlers run in the order the sends
+  // were posted whether a chain was posted from an initiating call (their run is posted)
+  // or from the io_context (run now).
+  for (ibv_send_wr* wr = first; wr != end; wr = wr->next) {
+    auto* op = static_cast<operation*>(completion_target::of(wr->wr_id));
+    if (!op->completed_at_post)
+      continue;
+    op->handler_due = true;
+    op->next = nullptr;
+    *due_tail_ = op;
+    due_tail_ = &op->next;
+  }
+  if (!due_)
+    return;
+  if (origin == from::completion_path)
+    return run_due_handlers();
+  if (due_run_scheduled_)
+    return;
+  due_run_scheduled_ = true;
+  work_posted = true;
+  asio::post(ex_, [self = shared_from_this()] {
+    self->due_run_scheduled_ = false;
+    self->run_due_handlers();
+  });
+}
+
+void connection_impl::run_due_handlers() {
+  // A handler may start work, close the connection, and so poll the completion queue,
+  // which may report a due send acknowledged (complete() leaves it to this loop), or post
+  // more sends (appended: this loop runs them in turn).
+  if (running_due_)
+    return;
+  running_due_ = true;
+  while (operation* op = due_) {
+    due_ = op->next;
+    if (!due_)
+      due_tail_ = &due_;
+    op->handler_due = false;
+    auto handler = std::move(op->handler);
+    if (std::exchange(op->counted, false))
+      op_finished();
+    const std::size_t bytes = op->length;
+    if (op->acknowledged)
+      op_pool_.put(op); // its slot was released with its completion
+    else
+      ++completed_unacknowledged_;
+    handler.complete(ex_, from::completion_path, error_code(), bytes);
+  }
+  running_due_ = false;
 }
 
 void connection_impl::prepare_send(operation* op) {
@@ -386,6 +469,17 @@ void connection_impl::finish_posted(operation* op, ibv_wc_status status, from or
 
 void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, from origin,
                                const received_message* message) {
+  if (op->completed_at_post) {
+    // Its handler has run, or will (complete_posted_sends). An error it met has closed
+    // the connection (finish_posted): the pending and later operations get it.
+    if (op->handler_due) {
+      op->acknowledged = true;
+      return;
+    }
+    --completed_unacknowledged_;
+    op_pool_.put(op);
+    return;
+  }
   if (op->batch && !finish_batch_part(op, ec, bytes))
     return; // other requests of its batch are outstanding
   const bool counted = op->counted;

@@ -35,7 +35,7 @@ struct operation : completion_target, queue_hook {
   operation(const operation&) = delete;
   operation& operator=(const operation&) = delete;
 
-  operation* next = nullptr; // the pool's free list
+  operation* next = nullptr; // the pool's free list; a posted chain's handlers due
   connection_impl* owner = nullptr;
   op_kind kind = op_kind::send;
   /// Posted to the send queue (no longer cancellable).
@@ -44,6 +44,14 @@ struct operation : completion_target, queue_hook {
   bool counted = false;
   /// An atomic: its result lands in the connection's atomic result slot.
   bool atomic = false;
+  /// A copied send that completes when posted (send_completion::at_post): its work
+  /// request's completion, if it asks for one, only frees the operation.
+  bool completed_at_post = false;
+  /// Posted and completed at post, its handler not yet run: on the connection's list of
+  /// handlers due (linked by `next`; run_due_handlers frees it if acknowledged meanwhile).
+  bool handler_due = false;
+  /// Its work request completed while its handler was due.
+  bool acknowledged = false;
   std::optional<std::uint32_t> immediate; // send with immediate
   std::uint32_t send_slot = no_slot;
   /// The handler: a send's, a one-sided operation's or a batch's (its first request's)...

@@ -16,9 +16,11 @@
 namespace asio_rdma::detail {
 
 /// `Request` derives from queue_hook (for the intrusive queues), has an
-/// `ibv_send_wr wr` that take()'s `prepare` fills in, and says by
+/// `ibv_send_wr wr` that take()'s `prepare` fills in, says by
 /// `takes_peer_receive()`, before it is prepared, whether it uses a receive at the peer
-/// (a send, or a write with immediate data).
+/// (a send, or a write with immediate data), and by a `bool completed_at_post` that
+/// `prepare` sets, whether nothing waits for its completion (a copied send whose handler
+/// ran when it was posted: connection_options::send_completion).
 template <typename Request> class send_window {
 public:
   /// One completion per this many requests. RC completes in order, so a
@@ -74,6 +76,16 @@ public:
 
   /// Posted requests that have not completed.
   std::uint32_t outstanding() const noexcept { return outstanding_; }
+  /// Posted signalled requests that have not completed: while there is one, a completion
+  /// will come (and with it the chance to post more). Requests completed at post may sit
+  /// unsignalled at the window's end with none coming: they leave it with the next
+  /// signalled request's completion, or the close's flush.
+  std::uint32_t signalled_outstanding() const noexcept { return signalled_; }
+  /// The latest request posted asked for no completion and is not known complete: if the
+  /// peer has acknowledged it, the device reports nothing of it, not even when the queue
+  /// pair fails (a flush reports only what is still queued). Only a later signalled
+  /// request's completion takes it out of the window.
+  bool silent_tail() const noexcept { return outstanding_ > 0 && tail_unsignalled_; }
   /// Some initiated request waits for room in the send queue.
   bool has_queued() const noexcept { return !queued_.empty(); }
 
@@ -92,12 +104,13 @@ public:
 
   /// Chains as many queued requests, in order, as the send queue has room
   /// for. `prepare(request)` fills in request->wr (its signalled flag is
-  /// decided here). The last request of a chain is always signalled: nothing
-  /// may wait on a request that is never posted.
+  /// decided here). The last request of a chain is signalled when a request since the
+  /// last signalled one waits for its completion (nothing may wait on a completion that
+  /// never comes), and when it fills the window (posting resumes with a completion).
   template <typename Prepare> chain take(Prepare&& prepare) {
     chain c;
     ibv_send_wr* last = nullptr;
-    std::uint32_t unsignaled = 0; // chained since the last signalled request
+    bool awaited = false; // a request chained since the last signalled one waits for it
     while (outstanding_ < depth_) {
       if (waits_for_credits())
         break; // in order: what is queued behind it waits too
@@ -108,13 +121,13 @@ public:
         ++taken_;
       prepare(r);
       r->wr.send_flags &= ~unsigned(IBV_SEND_SIGNALED);
-      if (completes_alone(r) || copied_only_if_signalled(r)) {
+      if (completes_alone(r) || copied_only_if_signalled(r) || ++unsignalled_ >= signal_interval) {
         r->wr.send_flags |= IBV_SEND_SIGNALED;
+        unsignalled_ = 0;
+        awaited = false;
         ++c.signaled;
-      } else if (++unsignaled >= signal_interval) {
-        r->wr.send_flags |= IBV_SEND_SIGNALED;
-        unsignaled = 0;
-        ++c.signaled;
+      } else if (!r->completed_at_post) {
+        awaited = true;
       }
       r->wr.next = nullptr;
       (last ? last->next : c.first) = &r->wr;
@@ -123,10 +136,14 @@ public:
       ++outstanding_;
       posted_.push(r);
     }
-    if (last && !(last->send_flags & IBV_SEND_SIGNALED)) {
+    if (last && !(last->send_flags & IBV_SEND_SIGNALED) && (awaited || outstanding_ == depth_)) {
       last->send_flags |= IBV_SEND_SIGNALED;
+      unsignalled_ = 0;
       ++c.signaled;
     }
+    signalled_ += c.signaled;
+    if (last)
+      tail_unsignalled_ = !(last->send_flags & IBV_SEND_SIGNALED);
     return c;
   }
 
@@ -137,7 +154,7 @@ public:
     for (const ibv_send_wr* wr = bad; wr; wr = wr->next)
       ++count;
     posted_.drop_tail(count, [&](Request* r) {
-      --outstanding_;
+      leave(r);
       if (credit_limited_ && r->takes_peer_receive())
         --taken_; // never reached the peer
       f(r);
@@ -155,12 +172,12 @@ public:
     Request* earlier = next_completed_by(r);
     for (; earlier && earlier != r; earlier = next_completed_by(r)) {
       posted_.remove(earlier);
-      --outstanding_;
+      leave(earlier);
       f(earlier, IBV_WC_SUCCESS);
     }
     if (earlier == r) {
       posted_.remove(r);
-      --outstanding_;
+      leave(r);
       f(r, status);
     }
   }
@@ -170,11 +187,16 @@ public:
   Request* pop_posted() noexcept {
     Request* r = posted_.pop();
     if (r)
-      --outstanding_;
+      leave(r);
     return r;
   }
 
 private:
+  void leave(const Request* r) noexcept {
+    --outstanding_;
+    if (r->wr.send_flags & IBV_SEND_SIGNALED)
+      --signalled_;
+  }
   bool completes_alone(const Request* r) const noexcept {
     const auto op = r->wr.opcode;
     return iwarp_ && (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
@@ -205,6 +227,11 @@ private:
   intrusive_queue<Request> posted_; // posted, in completion order
   std::uint32_t depth_ = 0;
   std::uint32_t outstanding_ = 0;
+  std::uint32_t signalled_ = 0; // of them signalled
+  // Requests posted since the last signalled one (across chains: sends completed at post
+  // may end a chain unsignalled).
+  std::uint32_t unsignalled_ = 0;
+  bool tail_unsignalled_ = false; // the latest request posted asked for no completion
   bool iwarp_ = false;
   bool signal_large_payloads_ = false;
   bool credit_limited_ = false;

@@ -19,6 +19,7 @@ struct request : asio_rdma::detail::queue_hook {
   ibv_send_wr wr{};
   int id = 0;
   bool message = true; // a send: takes a receive at the peer
+  bool completed_at_post = false; // its handler ran when posted: nothing waits for it
   bool takes_peer_receive() const noexcept { return message; }
 };
 
@@ -87,12 +88,67 @@ BOOST_AUTO_TEST_CASE(one_request_in_sixteen_is_signalled_and_always_the_last) {
   BOOST_TEST(c.requests == 40u);
   BOOST_TEST(signalled(c.first) == (std::vector<int>{15, 31, 39}), boost::test_tools::per_element());
   BOOST_TEST(c.signaled == 3u);
-  // The count starts again with each chain: a lone request is signalled.
+  // A lone request that waits for its completion is signalled: the last of its chain.
   fixture<1> single(8);
   single.queue_all();
   auto one = single.take();
   BOOST_TEST(signalled(one.first) == std::vector<int>{0}, boost::test_tools::per_element());
   BOOST_TEST(one.signaled == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(requests_completed_at_post_end_a_chain_unsignalled_unless_it_fills_the_window) {
+  // Nothing waits for them: one in sixteen is signalled (to recycle the send queue), the
+  // last is not, and no completion is on its way for the tail.
+  fixture<20> f(64);
+  for (auto& r : f.requests)
+    r.completed_at_post = true;
+  f.queue_all();
+  auto c = f.take();
+  BOOST_TEST(signalled(c.first) == std::vector<int>{15}, boost::test_tools::per_element());
+  BOOST_TEST(f.window.outstanding() == 20u);
+  BOOST_TEST(f.window.signalled_outstanding() == 1u);
+  std::vector<int> done;
+  f.window.completed(&f.requests[15], IBV_WC_SUCCESS,
+                     [&](request* r, ibv_wc_status) { done.push_back(r->id); });
+  BOOST_TEST(done.size() == 16u);
+  BOOST_TEST(f.window.outstanding() == 4u);
+  BOOST_TEST(f.window.signalled_outstanding() == 0u);
+  // Posted one per chain (an awaited ping-pong), they still ask one completion in sixteen.
+  fixture<40> one_by_one(64);
+  std::vector<int> asked;
+  for (auto& r : one_by_one.requests) {
+    r.completed_at_post = true;
+    one_by_one.window.queue(&r);
+    for (int id : signalled(one_by_one.take().first))
+      asked.push_back(id);
+  }
+  BOOST_TEST(asked == (std::vector<int>{15, 31}), boost::test_tools::per_element());
+  // A request that waits for its completion behind them: the chain's last is signalled
+  // (it completes the tail too).
+  fixture<3> mixed(64);
+  mixed.requests[0].completed_at_post = true;
+  mixed.requests[2].completed_at_post = true;
+  mixed.queue_all();
+  auto m = mixed.take();
+  BOOST_TEST(signalled(m.first) == std::vector<int>{2}, boost::test_tools::per_element());
+  // A window filled by them: its last request is signalled, so posting resumes with a
+  // completion even where the depth is below the signal interval.
+  fixture<6> full(4);
+  for (auto& r : full.requests)
+    r.completed_at_post = true;
+  full.queue_all();
+  auto first = full.take();
+  BOOST_TEST(signalled(first.first) == std::vector<int>{3}, boost::test_tools::per_element());
+  BOOST_TEST(full.window.signalled_outstanding() == 1u);
+  full.window.completed(&full.requests[3], IBV_WC_SUCCESS, [](request*, ibv_wc_status) {});
+  auto rest = full.take();
+  BOOST_TEST(ids(rest.first) == (std::vector<int>{4, 5}), boost::test_tools::per_element());
+  BOOST_TEST(signalled(rest.first).empty());
+  // A flush reports every request, signalled or not: the close takes them all.
+  full.window.completed(&full.requests[4], IBV_WC_WR_FLUSH_ERR, [](request*, ibv_wc_status) {});
+  full.window.completed(&full.requests[5], IBV_WC_WR_FLUSH_ERR, [](request*, ibv_wc_status) {});
+  BOOST_TEST(full.window.outstanding() == 0u);
+  BOOST_TEST(full.window.signalled_outstanding() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_completion_completes_the_unsignalled_requests_before_it) {
