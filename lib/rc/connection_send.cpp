@@ -332,7 +332,10 @@ void connection_impl::complete_posted_sends(ibv_send_wr* first, const ibv_send_w
   // The chain's sends that complete now join the handlers due, in posting order, before
   // any of them runs: one list for all chains, so that handlers run in the order the sends
   // were posted whether a chain was posted from an initiating call (their run is posted)
-  // or from the io_context (run now).
+  // or from the io_context (run now). A connection whose sends complete on acknowledgement
+  // skips the walk: the post path stays as it was.
+  if (options_.send_completion != send_completion::at_post || device_->iwarp)
+    return;
   for (ibv_send_wr* wr = first; wr != end; wr = wr->next) {
     auto* op = static_cast<operation*>(completion_target::of(wr->wr_id));
     if (!op->completed_at_post)
