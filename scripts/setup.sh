@@ -29,6 +29,8 @@ PACKAGES=(
   libboost1.81-dev libboost-test1.81-dev
   qemu-system-x86 busybox-static kmod iproute2
   perftest rdmacm-utils ibverbs-utils iputils-ping tcpdump libfabric-bin python3-matplotlib
+  # UCX's ucx_perftest: a reference in bench/compare_perftest (tag_lat)
+  ucx-utils
   # an NFS server and client in the two-host VM (test/file_transfer/nfs_two_hosts.sh)
   nfs-kernel-server
   # the reference of rdma_cp's small-file benchmark (bench/compare_rdma_cp_small)

@@ -27,8 +27,15 @@ enum class send_completion : std::uint8_t {
   /// later operation gets that error. close() and async_disconnect wait, up to 2 s and
   /// the connection's timeout, for the peer to acknowledge such sends before they
   /// disconnect, so a message completed before them is not lost to the close.
-  /// On iWARP devices sends complete at_acknowledgement whatever this option says (not
-  /// yet right there: SoftiWARP lost stream data with it in the project's tests).
+  /// RC's order is kept: while work posted before a send still waits for its own
+  /// completion (an RDMA write or read, a zero-copy send, an atomic), that send completes
+  /// on acknowledgement too, so its completion still says everything posted before it has
+  /// completed ("write the data, send the notice, reuse the buffer when the notice
+  /// completes" stays correct).
+  /// On iWARP devices sends complete at_acknowledgement whatever this option says: iWARP
+  /// completes a send once its TCP connection took the bytes, so there is little to gain,
+  /// and SoftiWARP did not finish closing shared-queue connections that had unsignalled
+  /// sends outstanding.
   at_post,
   /// When the work completion arrives, i.e. the peer's transport acknowledged the message
   /// (RC): an error of the send itself completes that send.
@@ -123,9 +130,10 @@ struct connection_options {
   /// content does not matter (rdma_bench). Hardware iWARP NICs keep the verbs
   /// contract (a completed request's memory may be reused) and need neither.
   bool siw_zero_copy = false;
-  /// When copied sends complete (see send_completion): on acknowledgement by default,
-  /// RC's own contract; at_post for the lowest latency.
-  asio_rdma::send_completion send_completion = asio_rdma::send_completion::at_acknowledgement;
+  /// When copied sends complete (see send_completion): when posted by default, for the
+  /// lowest latency; at_acknowledgement for RC's own contract (a send's error completes
+  /// that send).
+  asio_rdma::send_completion send_completion = asio_rdma::send_completion::at_post;
   /// Private data sent with the connect request (at most 56 bytes) or with the
   /// accept reply (at most 196 bytes). On InfiniBand and RoCE the peer sees it
   /// zero-padded to that fixed size.

@@ -256,6 +256,12 @@ private:
   /// Sends completed when posted whose work requests are still in the send window (not
   /// known to be acknowledged): a close waits for them (linger).
   std::uint32_t completed_unacknowledged_ = 0;
+  /// Posted requests that complete on acknowledgement (one-sided work, zero-copy sends,
+  /// probes, sends in that mode) and have not completed: while there is one, a send does
+  /// not complete at post, so that a send's completion still says that every request
+  /// posted before it has completed (RC's order, which protocols rely on: "write the data,
+  /// send the notice, reuse the buffer when the notice completes").
+  std::uint32_t awaiting_acknowledgement_ = 0;
   // Sends completed at post whose handlers have not run yet, in posting order (linked by
   // operation::next).
   operation* due_ = nullptr;

@@ -7,7 +7,9 @@
 
 #include <boost/asio/as_tuple.hpp>
 
+#include <array>
 #include <chrono>
+#include <string>
 #include <vector>
 
 namespace ar = asio_rdma;
@@ -218,6 +220,47 @@ BOOST_AUTO_TEST_CASE(async_disconnect_waits_for_completed_sends_to_arrive) {
     co_await send_numbered(p.client, 10);
     co_await p.client.async_disconnect(use_awaitable);
     BOOST_TEST(received);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_send_behind_an_unfinished_write_completes_after_it) {
+  // RC's order kept: "write the data, send the notice, reuse the buffer when the notice
+  // completes". A send posted behind a 4 MiB RDMA write still on its way completes on
+  // acknowledgement, after the write; the next send, with nothing before it, at post.
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    const ar::connection_options server; // named: GCC 12 miscompiles braced temporaries in co_await
+    auto p = co_await make_pair(server, completing(ar::send_completion::at_post));
+    constexpr std::size_t size = 4 << 20;
+    ar::memory_region target(p.server, size, ar::access::remote_write);
+    ar::memory_region local(p.client, size, ar::access::local_write);
+    auto remote = co_await ar::test::advertise(p, target);
+    std::vector<std::string> order;
+    int done = 0;
+    bool both = false;
+    p.client.async_write(local.slice(0, size), remote, [&](ar::error_code ec, std::size_t) {
+      BOOST_TEST(!ec, ec.message());
+      order.push_back("write");
+      both = ++done == 2;
+    });
+    std::array<std::byte, 8> notice{};
+    p.client.async_send(asio::buffer(notice), [&](ar::error_code ec, std::size_t) {
+      BOOST_TEST(!ec, ec.message());
+      order.push_back("send");
+      both = ++done == 2;
+    });
+    co_await ar::test::wait_until(both);
+    BOOST_TEST_REQUIRE(order.size() == 2u);
+    BOOST_TEST(order[0] == "write");
+    BOOST_TEST(order[1] == "send");
+    // Nothing before it now: completed at post, it asks for no completion of its own.
+    const auto before = p.client.statistics();
+    co_await p.client.async_send(asio::buffer(notice), use_awaitable);
+    if (sends_complete_at_post_here())
+      BOOST_TEST(p.client.statistics().signaled == before.signaled);
+    std::array<std::byte, 8> in{};
+    for (int i = 0; i < 2; ++i)
+      co_await p.server.async_receive(asio::buffer(in), use_awaitable);
   });
 }
 
