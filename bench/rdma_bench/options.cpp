@@ -190,6 +190,19 @@ void describe(CLI::App& app, settings& s) {
       ->type_name("await|post");
   client
       ->add_option_function<std::string>(
+          "--send-completion",
+          [&s](const std::string& v) {
+            if (v == "post" || v == "ack")
+              s.acknowledged_sends = v == "ack";
+            else
+              throw usage_error("--send-completion: '" + v + "' is not post or ack");
+          },
+          "when the framework's copied sends complete, at both ends "
+          "(connection_options::send_completion): when posted (default) or when the peer "
+          "acknowledged them")
+      ->type_name("post|ack");
+  client
+      ->add_option_function<std::string>(
           "--completion",
           [&s](const std::string& v) {
             s.completion_given = true;
@@ -281,6 +294,8 @@ std::string check(const settings& s) {
   if (s.lat_post_send && (s.raw_verbs || s.mode != test_mode::latency || !ping_pong_op))
     return "--lat-send post applies to the ping-pong latency (send, write, write_imm) on "
            "asio_rdma";
+  if (s.acknowledged_sends && s.raw_verbs)
+    return "--send-completion applies to asio_rdma connections";
   if (s.batch > 1) {
     if (s.raw_verbs)
       return "--batch applies to asio_rdma connections (--raw-verbs posts lists of its own)";

@@ -66,6 +66,9 @@ struct settings {
   /// true: post the request (its completion goes to a callback) and co_await only the reply,
   /// as perftest's ib_send_lat / ib_write_lat wait for the reply alone.
   bool lat_post_send = false;
+  /// Framework: both ends' copied sends complete on acknowledgement
+  /// (connection_options::send_completion; default: when posted).
+  bool acknowledged_sends = false;
   completion_mode completion = completion_mode::event; // raw verbs: busy unless given
   bool completion_given = false;
   bool bidirectional = false;

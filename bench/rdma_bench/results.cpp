@@ -71,6 +71,7 @@ void write_json(const std::string& path, const settings& s, const std::string& d
         {"coroutines", s.coroutines},
         {"batch", s.batch},
         {"lat_send", s.lat_post_send ? "post" : "await"},
+        {"send_completion", s.acknowledged_sends ? "ack" : "post"},
         {"completion", name(s.completion)},
         {"bidirectional", s.bidirectional},
         {"inline", s.inline_size}}},

@@ -9,7 +9,8 @@
 //   4  u8          mode
 //   5  u8          flags (1: bidirectional, 2: wait for completion events, 4: adaptive
 //                  completion, 8: the framework server posts its latency answers and
-//                  awaits only the next request, --lat-send post)
+//                  awaits only the next request, --lat-send post; 16: both ends' copied
+//                  sends complete on acknowledgement, --send-completion ack)
 //   6  u16         depth (operations in flight)
 //   8  u32         message size
 //  12  u32         inline threshold
@@ -41,6 +42,7 @@ struct test_parameters {
   bool event_completion = false;    // the server waits on its completion channel
   bool adaptive_completion = false; // framework server: completion_mode::adaptive
   bool post_answers = false;        // framework server: latency answers not awaited
+  bool acknowledged_sends = false;  // framework: send_completion::at_acknowledgement
   std::uint16_t depth = 1;
   std::uint32_t size = 0;
   std::uint32_t inline_size = 0;
@@ -72,9 +74,9 @@ inline void put(std::byte* p, std::uint64_t value, int bytes) {
 /// The bits of byte 5; a decoder ignores the others (a later client's).
 namespace flag {
 constexpr std::uint8_t bidirectional = 1, event_completion = 2, adaptive_completion = 4,
-                       post_answers = 8;
+                       post_answers = 8, acknowledged_sends = 16;
 constexpr std::uint8_t known =
-    bidirectional | event_completion | adaptive_completion | post_answers;
+    bidirectional | event_completion | adaptive_completion | post_answers | acknowledged_sends;
 } // namespace flag
 
 inline std::uint64_t get(const std::byte* p, int bytes) {
@@ -96,7 +98,8 @@ inline std::array<std::byte, test_parameters::encoded_size> encode(const test_pa
   out[5] = static_cast<std::byte>((t.bidirectional ? wire::flag::bidirectional : 0) |
                                   (t.event_completion ? wire::flag::event_completion : 0) |
                                   (t.adaptive_completion ? wire::flag::adaptive_completion : 0) |
-                                  (t.post_answers ? wire::flag::post_answers : 0));
+                                  (t.post_answers ? wire::flag::post_answers : 0) |
+                                  (t.acknowledged_sends ? wire::flag::acknowledged_sends : 0));
   wire::put(&out[6], t.depth, 2);
   wire::put(&out[8], t.size, 4);
   wire::put(&out[12], t.inline_size, 4);
@@ -132,6 +135,7 @@ inline std::optional<test_parameters> decode(std::span<const std::byte> in, std:
   t.event_completion = (flags & wire::flag::event_completion) != 0;
   t.adaptive_completion = (flags & wire::flag::adaptive_completion) != 0;
   t.post_answers = (flags & wire::flag::post_answers) != 0;
+  t.acknowledged_sends = (flags & wire::flag::acknowledged_sends) != 0;
   t.depth = static_cast<std::uint16_t>(wire::get(&in[6], 2));
   t.size = static_cast<std::uint32_t>(wire::get(&in[8], 4));
   t.inline_size = static_cast<std::uint32_t>(wire::get(&in[12], 4));

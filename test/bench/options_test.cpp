@@ -114,6 +114,11 @@ BOOST_AUTO_TEST_CASE(bad_options_say_why) {
   BOOST_TEST(rejects({"client", "h", "--lat-send", "post", "--mode", "lat", "--op", "read"},
                      "ping-pong latency"));
   BOOST_TEST(parse({"client", "h", "--lat-send", "post", "--mode", "lat"}).lat_post_send);
+  BOOST_TEST(rejects({"client", "h", "--send-completion", "later"}, "not post or ack"));
+  BOOST_TEST(rejects({"client", "h", "--send-completion", "ack", "--raw-verbs"},
+                     "applies to asio_rdma connections"));
+  BOOST_TEST(!parse({"client", "h"}).acknowledged_sends);
+  BOOST_TEST(parse({"client", "h", "--send-completion", "ack"}).acknowledged_sends);
   BOOST_TEST(rejects({"client", "h", "extra"}, "not expected: extra"));
   BOOST_TEST(rejects({"server", "--op", "send"}, "not expected"));
 }
@@ -125,6 +130,7 @@ BOOST_AUTO_TEST_CASE(parameters_round_trip_in_the_private_data) {
   t.bidirectional = true;
   t.event_completion = true;
   t.post_answers = true;
+  t.acknowledged_sends = true;
   t.depth = 300;
   t.size = 65536;
   t.inline_size = 128;
@@ -138,6 +144,7 @@ BOOST_AUTO_TEST_CASE(parameters_round_trip_in_the_private_data) {
   BOOST_TEST(back->event_completion);
   BOOST_TEST(!back->adaptive_completion);
   BOOST_TEST(back->post_answers);
+  BOOST_TEST(back->acknowledged_sends);
   BOOST_TEST(back->depth == 300);
   BOOST_TEST(back->size == 65536u);
   BOOST_TEST(back->inline_size == 128u);

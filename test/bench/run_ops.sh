@@ -92,6 +92,7 @@ for args in "--sizes 64,4096 --connections 2" "--size 64 --connections 4 --share
   "--op read --size 1024 --batch 8" "--mode lat --op send --size 64 --lat-send post" \
   "--mode lat --op write --size 64 --lat-send post" \
   "--mode lat --op write_imm --size 64 --lat-send post" \
+  "--mode lat --op send --size 64 --send-completion ack" \
   "--op write --size 65536 --siw-zero-copy" "--op send --size 65536 --siw-zero-copy"; do
   if [[ $args == *write_imm* && -n $(lacks write_imm) ]]; then
     refused "$args" "$(lacks write_imm)" timeout 120 "$B" client "$A" --port 7480 $args \
