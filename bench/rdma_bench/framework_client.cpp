@@ -250,8 +250,8 @@ asio_rdma::connection_options options_for(const settings& s, std::size_t size) {
       s.bidirectional || s.mode == test_mode::latency ? std::max(s.depth, 16u) : 16;
   o.max_inline_data = s.inline_size;
   o.siw_zero_copy = s.siw_zero_copy;
-  if (s.acknowledged_sends)
-    o.send_completion = asio_rdma::send_completion::at_acknowledgement;
+  o.send_completion = s.acknowledged_sends ? asio_rdma::send_completion::at_acknowledgement
+                                           : asio_rdma::send_completion::at_post;
   o.timeout = s.connect_timeout;
   o.keepalive_interval = s.keepalive_interval;
   o.completion_mode = s.completion == completion_mode::busy ? asio_rdma::completion_mode::busy_poll

@@ -111,8 +111,8 @@ asio_rdma::connection_options options_for(const test_parameters& t) {
   o.receive_queue_depth = receives ? std::max<std::uint32_t>(2 * t.depth, 512) : 16;
   o.max_inline_data = t.inline_size;
   o.timeout = std::chrono::seconds(30);
-  if (t.acknowledged_sends)
-    o.send_completion = asio_rdma::send_completion::at_acknowledgement;
+  o.send_completion = t.acknowledged_sends ? asio_rdma::send_completion::at_acknowledgement
+                                           : asio_rdma::send_completion::at_post;
   // One-sided bandwidth (write, read, atomics): nothing completes at this end until the
   // client leaves, so it waits asleep, as the raw-verbs server and perftest's do. Busy
   // polling here took a CPU from the device's kernel work (siw0 in the test VM: 64 KiB

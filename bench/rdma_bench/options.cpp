@@ -198,7 +198,7 @@ void describe(CLI::App& app, settings& s) {
               throw usage_error("--send-completion: '" + v + "' is not post or ack");
           },
           "when the framework's copied sends complete, at both ends "
-          "(connection_options::send_completion): when posted (default) or when the peer "
+          "(connection_options::send_completion): when posted (rdma_bench's default) or when the peer "
           "acknowledged them")
       ->type_name("post|ack");
   client
