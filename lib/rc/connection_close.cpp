@@ -180,7 +180,7 @@ void connection_impl::finish_close() {
   // Out of band, no CM event follows: the flush was the whole disconnect.
   if (!ending_.disconnect_was_requested() || ending_.peer_has_disconnected() || out_of_band_)
     complete_disconnect({});
-  auto keep = std::move(self_); // may destroy *this when the caller returns
+  auto keep = self_.release(); // may destroy *this when the caller returns
 }
 
 void connection_impl::teardown() {

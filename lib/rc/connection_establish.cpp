@@ -42,7 +42,7 @@ int timeout_ms(std::chrono::milliseconds t) {
 void connection_impl::start_connect(std::string host, std::uint16_t port,
                                     connection_operation&& op) {
   establish_handler_ = std::move(op);
-  self_ = shared_from_this();
+  self_.hold(shared_from_this());
   op_started();
   if (options_.validate(connection_options::max_connect_private_data))
     return fail_establishment(errc::invalid_option, from::user_call);
@@ -104,7 +104,7 @@ void connection_impl::resolve_address(const asio::ip::tcp::endpoint& destination
 void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_ptr id,
                                    const cm_event& request, connection_operation&& op) {
   establish_handler_ = std::move(op);
-  self_ = shared_from_this();
+  self_.hold(shared_from_this());
   op_started();
   channel_ = std::move(channel);
   id_ = std::move(id);
@@ -359,7 +359,7 @@ void connection_impl::fail_establishment(error_code ec, from origin) {
   op_finished();
   teardown();
   state_ = state::closed;
-  auto keep = std::move(self_);
+  auto keep = self_.release();
   handler.complete(ex_, origin, ec, std::move(result));
 }
 

@@ -8,7 +8,8 @@ namespace asio_rdma::detail {
 
 connection_impl::connection_impl(const asio::any_io_executor& ex, const connection_options& options)
     : ex_(ex), options_(options), credit_timer_(ex), timer_(ex), drain_timer_(ex),
-      keepalive_timer_(ex), keepalive_(options.keepalive_count) {}
+      keepalive_timer_(ex), keepalive_(options.keepalive_count),
+      self_(asio::query(ex, asio::execution::context)) {}
 
 connection_impl::~connection_impl() {
   if (channel_interest_) // the channel may be shared with an acceptor

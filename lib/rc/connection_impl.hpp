@@ -4,6 +4,7 @@
 
 #include "async/completion_queue.hpp"
 #include "async/object_pool.hpp"
+#include "async/self_hold.hpp"
 #include "cm/cm_channel.hpp"
 #include "rc/arrival_queue.hpp"
 #include "rc/close_reason.hpp"
@@ -311,8 +312,9 @@ private:
   std::uint32_t completions_ = 0;
 
   /// Keeps the implementation alive while the device may still complete work
-  /// into its memory, even after the user's connection object is gone.
-  std::shared_ptr<connection_impl> self_;
+  /// into its memory, even after the user's connection object is gone (until the close
+  /// finishes, or the io_context is destroyed).
+  self_hold self_;
 };
 
 } // namespace asio_rdma::detail

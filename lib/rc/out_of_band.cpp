@@ -186,7 +186,7 @@ error_code connection_impl::connect_out_of_band(const queue_pair_endpoint& remot
     return from_returned_errno(rc);
   }
   state_ = state::open;
-  self_ = shared_from_this();
+  self_.hold(shared_from_this());
   sync_interest();
   arm_keepalive();
   return {};
