@@ -130,10 +130,10 @@ struct connection_options {
   /// content does not matter (rdma_bench). Hardware iWARP NICs keep the verbs
   /// contract (a completed request's memory may be reused) and need neither.
   bool siw_zero_copy = false;
-  /// When copied sends complete (see send_completion): on acknowledgement by default,
-  /// RC's own contract (a send's error completes that send); at_post for the lowest
-  /// latency. (at_post as the default leaked an out-of-band connection under LSan.)
-  asio_rdma::send_completion send_completion = asio_rdma::send_completion::at_acknowledgement;
+  /// When copied sends complete (see send_completion): when posted by default, for the
+  /// lowest latency; at_acknowledgement for RC's own contract (a send's error completes
+  /// that send).
+  asio_rdma::send_completion send_completion = asio_rdma::send_completion::at_post;
   /// Private data sent with the connect request (at most 56 bytes) or with the
   /// accept reply (at most 196 bytes). On InfiniBand and RoCE the peer sees it
   /// zero-padded to that fixed size.

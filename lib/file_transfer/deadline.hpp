@@ -9,7 +9,9 @@
 
 #include <asio_rdma/connection.hpp>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <time.h>
 
@@ -17,6 +19,10 @@
 #include <memory>
 
 namespace asio_rdma::detail {
+
+/// The completion token of a transfer's waits: the error comes back as a value the
+/// coroutine looks at (a timeout, a closed peer), not as an exception.
+inline constexpr auto as_awaitable_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
 
 class deadline {
 public:

@@ -29,7 +29,6 @@ namespace proto = file_protocol;
 using asio::awaitable;
 
 namespace {
-constexpr auto as_awaitable_tuple = asio::as_tuple(asio::use_awaitable);
 
 /// The key of a resumable file's kept temporary: the first 64 bits of the SHA-256
 /// (libcrypto, as the authentication uses) of its name, its size and the sender's

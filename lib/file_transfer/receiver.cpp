@@ -20,8 +20,7 @@ using asio::awaitable;
 
 namespace {
 
-constexpr auto as_awaitable_tuple = asio::as_tuple(asio::use_awaitable);
-using outcome = std::pair<error_code, receive_result>;
+using receive_outcome = std::pair<error_code, receive_result>;
 
 file_receiver_options checked(file_receiver_options options) {
   if (options.transfer.problem())
@@ -66,9 +65,9 @@ private:
   connection* conn_;
 };
 
-awaitable<outcome> receive_one(std::shared_ptr<file_receiver_impl> impl) {
+awaitable<receive_outcome> receive_one(std::shared_ptr<file_receiver_impl> impl) {
   co_await asio::this_coro::throw_if_cancelled(false);
-  outcome out;
+  receive_outcome out;
   if (impl->stopped) {
     out.first = asio::error::operation_aborted;
     co_return out;
@@ -102,7 +101,7 @@ awaitable<error_code> run(std::shared_ptr<file_receiver_impl> impl,
       continue;
     ++*running;
     asio::co_spawn(ex, serve_connection(impl, std::move(conn)),
-                   [running, &all_done, on_session](std::exception_ptr e, outcome out) {
+                   [running, &all_done, on_session](std::exception_ptr e, receive_outcome out) {
                      if (e)
                        out.first = exception_error(e);
                      if (on_session)
@@ -151,7 +150,7 @@ awaitable<std::pair<error_code, receive_result>>
 serve_connection(std::shared_ptr<file_receiver_impl> impl, connection conn) {
   co_await asio::this_coro::throw_if_cancelled(false);
   auto start = std::chrono::steady_clock::now();
-  outcome out;
+  receive_outcome out;
   out.second.peer = conn.remote_endpoint();
   {
     active_registration registration(*impl, conn);
@@ -184,7 +183,7 @@ serve_connection(std::shared_ptr<file_receiver_impl> impl, connection conn) {
 void start_receive_one(const std::shared_ptr<file_receiver_impl>& impl,
                        receive_one_operation&& pending) {
   spawn_operation(impl->ex, receive_one(impl), std::move(pending),
-                  [ex = impl->ex](receive_one_operation& op, std::exception_ptr e, outcome out) {
+                  [ex = impl->ex](receive_one_operation& op, std::exception_ptr e, receive_outcome out) {
                     if (e)
                       out.first = exception_error(e);
                     op.complete(ex, from::completion_path, out.first, std::move(out.second));

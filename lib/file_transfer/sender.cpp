@@ -38,7 +38,6 @@ using asio::awaitable;
 
 namespace {
 
-constexpr auto as_awaitable_tuple = asio::as_tuple(asio::use_awaitable);
 
 /// State the completion handlers of posted RDMA writes and control sends
 /// share with the sender; it (and the memory they read) lives until the
@@ -709,14 +708,14 @@ private:
   std::array<std::byte, proto::max_message_size> out_{};
 };
 
-using outcome = std::pair<error_code, transfer_result>;
+using send_outcome = std::pair<error_code, transfer_result>;
 
-awaitable<outcome> send_paths(connection& conn, std::filesystem::path path, bool tree,
+awaitable<send_outcome> send_paths(connection& conn, std::filesystem::path path, bool tree,
                               file_transfer_options options) {
   // Cancellation is reported as an error_code, like every other failure.
   co_await asio::this_coro::throw_if_cancelled(false);
   auto start = std::chrono::steady_clock::now();
-  outcome out;
+  send_outcome out;
   if ((out.first = options.validate()))
     co_return out;
   if (!conn.is_open()) {
@@ -745,7 +744,7 @@ void start_send_paths(connection& conn, std::filesystem::path path, bool tree,
                       const file_transfer_options& options, transfer_operation&& pending) {
   asio::any_io_executor ex = conn.get_executor();
   spawn_operation(ex, send_paths(conn, std::move(path), tree, options), std::move(pending),
-                  [ex](transfer_operation& op, std::exception_ptr e, outcome out) {
+                  [ex](transfer_operation& op, std::exception_ptr e, send_outcome out) {
                     if (e)
                       out.first = exception_error(e);
                     op.complete(ex, from::completion_path, out.first, out.second);

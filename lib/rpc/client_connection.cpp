@@ -23,9 +23,6 @@ using asio_rdma::detail::from;
 using boost::system::error_code;
 
 namespace {
-/// The longest message an error frame may carry.
-constexpr std::size_t max_error_message = 64 * 1024;
-
 error_code error_of_exception(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
@@ -426,7 +423,7 @@ bool client_connection::take_frame() {
     fail(make_error_code(errc::protocol_error), from::completion_path);
     return true;
   }
-  if (h.kind == wire::frame_kind::error && h.length > max_error_message) {
+  if (h.kind == wire::frame_kind::error && h.length > wire::max_error_message) {
     fail(make_error_code(errc::protocol_error), from::completion_path);
     return true;
   }

@@ -46,6 +46,9 @@ inline constexpr std::uint8_t flag_written = 4;
 inline constexpr std::size_t descriptor_size = remote_buffer::encoded_size;
 /// A hello's features: its sender reads bulk payloads by RDMA read (it is on RDMA).
 inline constexpr std::uint32_t feature_bulk = 1;
+/// The longest message an error frame may carry (a server cuts longer ones; a client
+/// refuses a frame that claims more).
+inline constexpr std::size_t max_error_message = 64 * 1024;
 using header_bytes = std::array<std::byte, header_size>;
 
 enum class frame_kind : std::uint8_t {

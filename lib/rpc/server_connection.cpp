@@ -16,8 +16,6 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 namespace {
-constexpr std::size_t max_error_message = 64 * 1024;
-
 struct handler_outcome {
   std::uint32_t status = 0;
   std::string message;
@@ -390,7 +388,7 @@ void server_connection::answer(call& c, std::uint32_t status, std::string_view m
 }
 
 void server_connection::fail_call(call& c, errc status, std::string_view message) {
-  message = message.substr(0, max_error_message);
+  message = message.substr(0, wire::max_error_message);
   c.response.assign(reinterpret_cast<const std::byte*>(message.data()),
                     reinterpret_cast<const std::byte*>(message.data()) + message.size());
   send(c, wire::frame_kind::error, static_cast<std::uint32_t>(status));
