@@ -64,6 +64,23 @@ CLI::Option* add_number(CLI::App& app, const std::string& name, T& target, std::
   return option;
 }
 
+/// Adds `--name WORD` to `app`, WORD one of two: `target` becomes false for `off`, true
+/// for `on` ("--lat-send await|post"); anything else is a usage error naming both.
+inline CLI::Option* add_either(CLI::App& app, const std::string& name, bool& target,
+                               const std::string& off, const std::string& on,
+                               const std::string& help) {
+  auto* option = app.add_option_function<std::string>(
+      name,
+      [&target, name, off, on](const std::string& text) {
+        if (text != off && text != on)
+          throw usage_error(name + ": '" + text + "' is not " + off + " or " + on);
+        target = text == on;
+      },
+      help);
+  option->type_name(off + "|" + on);
+  return option;
+}
+
 /// Runs app.parse. Returns nothing when the program should go on, else its
 /// exit status: 0 after printing the help of --help (of the subcommand it
 /// follows), 2 after printing what was wrong with the command line.

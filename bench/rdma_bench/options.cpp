@@ -94,6 +94,7 @@ std::vector<std::size_t> parse_sizes(std::string_view option, std::string_view t
 } // namespace
 
 void describe(CLI::App& app, settings& s) {
+  using asio_rdma::cli::add_either;
   using asio_rdma::cli::add_number;
   app.description("RDMA throughput and latency, on asio_rdma or on plain ibverbs/rdmacm "
                   "(see docs/rdma_bench.md)");
@@ -175,32 +176,14 @@ void describe(CLI::App& app, settings& s) {
              "bandwidth: each coroutine issues its operations N at a time as one "
              "connection::async_batch (one post, one completion; default 1: one async "
              "operation each); send, write, write_imm or read");
-  client
-      ->add_option_function<std::string>(
-          "--lat-send",
-          [&s](const std::string& v) {
-            if (v == "await" || v == "post")
-              s.lat_post_send = v == "post";
-            else
-              throw usage_error("--lat-send: '" + v + "' is not await or post");
-          },
-          "ping-pong latency (send, write, write_imm): await the request's completion, then "
-          "the reply (default), or post the request and await only the reply (perftest's "
-          "method)")
-      ->type_name("await|post");
-  client
-      ->add_option_function<std::string>(
-          "--send-completion",
-          [&s](const std::string& v) {
-            if (v == "post" || v == "ack")
-              s.acknowledged_sends = v == "ack";
-            else
-              throw usage_error("--send-completion: '" + v + "' is not post or ack");
-          },
-          "when the framework's copied sends complete, at both ends "
-          "(connection_options::send_completion): when posted (rdma_bench's default) or when the peer "
-          "acknowledged them")
-      ->type_name("post|ack");
+  add_either(*client, "--lat-send", s.lat_post_send, "await", "post",
+             "ping-pong latency (send, write, write_imm): await the request's completion, then "
+             "the reply (default), or post the request and await only the reply (perftest's "
+             "method)");
+  add_either(*client, "--send-completion", s.acknowledged_sends, "post", "ack",
+             "when the framework's copied sends complete, at both ends "
+             "(connection_options::send_completion): when posted (the default) or when the "
+             "peer acknowledged them");
   client
       ->add_option_function<std::string>(
           "--completion",

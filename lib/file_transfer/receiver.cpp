@@ -65,6 +65,23 @@ private:
   connection* conn_;
 };
 
+/// Counts a served connection in its peer's load while it runs. (A named class, as above:
+/// a local one in a coroutine's frame made GCC warn -Wsubobject-linkage in unity builds.)
+class peer_connection_count {
+public:
+  peer_connection_count(file_receiver_impl& impl, const asio::ip::address& peer)
+      : impl_(impl), peer_(peer) {
+    impl_.count(peer_, &file_receiver_impl::peer_load::connections, +1);
+  }
+  peer_connection_count(const peer_connection_count&) = delete;
+  peer_connection_count& operator=(const peer_connection_count&) = delete;
+  ~peer_connection_count() { impl_.count(peer_, &file_receiver_impl::peer_load::connections, -1); }
+
+private:
+  file_receiver_impl& impl_;
+  asio::ip::address peer_;
+};
+
 awaitable<receive_outcome> receive_one(std::shared_ptr<file_receiver_impl> impl) {
   co_await asio::this_coro::throw_if_cancelled(false);
   receive_outcome out;
@@ -157,12 +174,7 @@ serve_connection(std::shared_ptr<file_receiver_impl> impl, connection conn) {
     // Counted for the connection's lifetime; one over the limit is refused
     // at its hello.
     const auto address = out.second.peer.address();
-    impl->count(address, &file_receiver_impl::peer_load::connections, +1);
-    struct uncount {
-      file_receiver_impl& impl;
-      asio::ip::address address;
-      ~uncount() { impl.count(address, &file_receiver_impl::peer_load::connections, -1); }
-    } uncount_at_end{*impl, address};
+    peer_connection_count counted(*impl, address);
     const auto limit = impl->options.max_connections_per_peer;
     bool over_limit = limit != 0 && impl->peers[address].connections > limit;
     receive_session session(*impl, conn, out.second, over_limit);
