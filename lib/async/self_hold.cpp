@@ -8,12 +8,6 @@ namespace asio_rdma::detail {
 self_hold::self_hold(asio::execution_context& context)
     : registry_(&asio::use_service<self_hold_registry>(context)) {}
 
-self_hold::~self_hold() {
-  // Held means the owner is alive: only release() or the registry's shutdown end a hold.
-  if (hook_.is_linked())
-    registry_->remove(*this);
-}
-
 void self_hold::hold(std::shared_ptr<void> self) {
   if (self_ || !registry_->add(*this))
     return;
@@ -25,8 +19,6 @@ std::shared_ptr<void> self_hold::release() noexcept {
     registry_->remove(*this);
   return std::move(self_);
 }
-
-self_hold_registry::~self_hold_registry() { held_.clear(); }
 
 bool self_hold_registry::add(self_hold& h) {
   std::lock_guard lock(mutex_);

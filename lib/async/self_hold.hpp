@@ -3,6 +3,8 @@
 // io_context's shutdown when the io_context is destroyed first.
 #pragma once
 
+#include "asio_alias.hpp"
+
 #include <boost/asio/execution_context.hpp>
 #include <boost/intrusive/list.hpp>
 
@@ -10,8 +12,6 @@
 #include <mutex>
 
 namespace asio_rdma::detail {
-
-namespace asio = boost::asio;
 
 class self_hold_registry;
 
@@ -24,13 +24,11 @@ public:
   explicit self_hold(asio::execution_context& context);
   self_hold(const self_hold&) = delete;
   self_hold& operator=(const self_hold&) = delete;
-  ~self_hold();
 
   /// Holds `self` (no effect if already held, or once the io_context has shut down).
   void hold(std::shared_ptr<void> self);
   /// Ends the hold; the caller keeps the returned reference until it may destroy the owner.
   [[nodiscard]] std::shared_ptr<void> release() noexcept;
-  bool held() const noexcept { return self_ != nullptr; }
 
 private:
   friend class self_hold_registry;
@@ -47,7 +45,6 @@ public:
   static inline asio::execution_context::id id;
 
   explicit self_hold_registry(asio::execution_context& context) : service(context) {}
-  ~self_hold_registry() override;
 
   /// False once shut down: nothing more is held.
   bool add(self_hold& h);

@@ -29,7 +29,6 @@ namespace proto = file_protocol;
 using asio::awaitable;
 
 namespace {
-
 /// The key of a resumable file's kept temporary: the first 64 bits of the SHA-256
 /// (libcrypto, as the authentication uses) of its name, its size and the sender's
 /// address, in hex, so that only the same file from the same sender resumes it.

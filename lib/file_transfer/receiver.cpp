@@ -65,22 +65,41 @@ private:
   connection* conn_;
 };
 
-/// Counts a served connection in its peer's load while it runs. (A named class, as above:
-/// a local one in a coroutine's frame made GCC warn -Wsubobject-linkage in unity builds.)
-class peer_connection_count {
-public:
-  peer_connection_count(file_receiver_impl& impl, const asio::ip::address& peer)
-      : impl_(impl), peer_(peer) {
-    impl_.count(peer_, &file_receiver_impl::peer_load::connections, +1);
+/// Serves one accepted connection until the sender leaves, an error, or stop(). (Here, with
+/// internal linkage: its coroutine frame holds this file's own types.)
+awaitable<receive_outcome> serve_connection(std::shared_ptr<file_receiver_impl> impl,
+                                            connection conn) {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  auto start = std::chrono::steady_clock::now();
+  receive_outcome out;
+  out.second.peer = conn.remote_endpoint();
+  {
+    active_registration registration(*impl, conn);
+    // Counted for the connection's lifetime; one over the limit is refused
+    // at its hello.
+    const auto address = out.second.peer.address();
+    impl->count(address, &file_receiver_impl::peer_load::connections, +1);
+    struct uncount {
+      file_receiver_impl& impl;
+      asio::ip::address address;
+      ~uncount() { impl.count(address, &file_receiver_impl::peer_load::connections, -1); }
+    } uncount_at_end{*impl, address};
+    const auto limit = impl->options.max_connections_per_peer;
+    bool over_limit = limit != 0 && impl->peers[address].connections > limit;
+    receive_session session(*impl, conn, out.second, over_limit);
+    try {
+      out.first = co_await session.run();
+    } catch (const boost::system::system_error& e) {
+      out.first = e.code();
+    }
+    if (impl->stopped && out.first)
+      out.first = asio::error::operation_aborted;
+    // Before the session's slots are deregistered: no more writes can land.
+    conn.close();
   }
-  peer_connection_count(const peer_connection_count&) = delete;
-  peer_connection_count& operator=(const peer_connection_count&) = delete;
-  ~peer_connection_count() { impl_.count(peer_, &file_receiver_impl::peer_load::connections, -1); }
-
-private:
-  file_receiver_impl& impl_;
-  asio::ip::address peer_;
-};
+  out.second.elapsed = std::chrono::steady_clock::now() - start;
+  co_return out;
+}
 
 awaitable<receive_outcome> receive_one(std::shared_ptr<file_receiver_impl> impl) {
   co_await asio::this_coro::throw_if_cancelled(false);
@@ -161,35 +180,6 @@ void file_receiver_impl::stop() noexcept {
   auto conns = active;
   for (auto* c : conns)
     c->close();
-}
-
-awaitable<std::pair<error_code, receive_result>>
-serve_connection(std::shared_ptr<file_receiver_impl> impl, connection conn) {
-  co_await asio::this_coro::throw_if_cancelled(false);
-  auto start = std::chrono::steady_clock::now();
-  receive_outcome out;
-  out.second.peer = conn.remote_endpoint();
-  {
-    active_registration registration(*impl, conn);
-    // Counted for the connection's lifetime; one over the limit is refused
-    // at its hello.
-    const auto address = out.second.peer.address();
-    peer_connection_count counted(*impl, address);
-    const auto limit = impl->options.max_connections_per_peer;
-    bool over_limit = limit != 0 && impl->peers[address].connections > limit;
-    receive_session session(*impl, conn, out.second, over_limit);
-    try {
-      out.first = co_await session.run();
-    } catch (const boost::system::system_error& e) {
-      out.first = e.code();
-    }
-    if (impl->stopped && out.first)
-      out.first = asio::error::operation_aborted;
-    // Before the session's slots are deregistered: no more writes can land.
-    conn.close();
-  }
-  out.second.elapsed = std::chrono::steady_clock::now() - start;
-  co_return out;
 }
 
 void start_receive_one(const std::shared_ptr<file_receiver_impl>& impl,

@@ -46,8 +46,4 @@ public:
   void count(const boost::asio::ip::address& peer, std::size_t peer_load::*what, int n);
 };
 
-/// Serves one accepted connection until the sender leaves, an error, or stop().
-boost::asio::awaitable<std::pair<error_code, receive_result>>
-serve_connection(std::shared_ptr<file_receiver_impl> impl, connection conn);
-
 } // namespace asio_rdma::detail

@@ -38,7 +38,6 @@ using asio::awaitable;
 
 namespace {
 
-
 /// State the completion handlers of posted RDMA writes and control sends
 /// share with the sender; it (and the memory they read) lives until the
 /// last of them ran, even if the operation ended before.
