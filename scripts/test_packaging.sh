@@ -11,6 +11,8 @@
 #      installed files, the installed programs run; then the packages are
 #      removed again.
 # Prints "N% tests passed, F tests failed out of T" like ctest, for test.sh.
+# --build-only: step 2's configure and build, nothing checked (test.sh makes them in
+# the background beside a VM stage; the full run then checks them, up to date).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -45,38 +47,63 @@ consumers() {
     pc_path=$(dirname "$(find "$prefix" -name asio-rdma.pc | head -n 1)")
     ld_path=$(dirname "$(find "$prefix" -name 'libasio_rdma.*' | head -n 1)")
   fi
+  # The two consumers compile at once, one per core (each is one compiler process).
+  mkdir -p "$out"
+  env PKG_CONFIG_PATH="$pc_path" test/consumer/build_pkg_config.sh "$out/pc" $static \
+    >"$out/pc.log" 2>&1 &
+  local pc_build=$!
   check "$name: CMake consumer (find_package) builds" \
     cmake -S test/consumer -B "$out/cmake" "${cmake_args[@]}"
   check "$name: CMake consumer builds" cmake --build "$out/cmake"
   check "$name: CMake consumer runs" env LD_LIBRARY_PATH="$ld_path" "$out/cmake/consumer"
-  check "$name: pkg-config consumer builds" \
-    env PKG_CONFIG_PATH="$pc_path" test/consumer/build_pkg_config.sh "$out/pc" $static
+  check "$name: pkg-config consumer builds" finished "$pc_build" "$out/pc.log"
   check "$name: pkg-config consumer runs" env LD_LIBRARY_PATH="$ld_path" "$out/pc"
 }
 
-echo "--- API reference (Doxygen, warnings are errors)"
-check "docs: doxygen docs/Doxyfile without a warning" \
-  env ASIO_RDMA_DOC_DIR="$build_dir/doc" doxygen docs/Doxyfile
+# finished PID LOG: waits for the background command PID, prints its LOG, and has its
+# exit status.
+finished() {
+  local status=0
+  wait "$1" || status=$?
+  cat "$2"
+  return $status
+}
 
-echo "--- static library: cmake --install $build_dir"
-check "static: cmake --install" cmake --install "$build_dir" --prefix "$tmp/static"
-consumers static "$tmp/static" --static
-
-echo "--- shared library: $pkg_dir"
 # CMAKE_SKIP_INSTALL_ALL_DEPENDENCY: install and cpack install what the build step
 # below built (the library and the packaged programs) without building `all` first
 # (examples, benchmarks), which would double this stage's time. No debug information
 # (-O2 as RelWithDebInfo, without its -g): packages ship stripped, and generating it
 # costs this stage compile time.
-check "shared: configure (no tests, so no Boost.Test)" \
+configure_shared() {
   cmake -S . -B "$pkg_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG" -DBUILD_SHARED_LIBS=ON \
-  -DASIO_RDMA_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON \
-  -DASIO_RDMA_FAST_BUILD=ON
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG" -DBUILD_SHARED_LIBS=ON \
+    -DASIO_RDMA_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON \
+    -DASIO_RDMA_FAST_BUILD=ON
+}
+build_shared() {
+  cmake --build "$pkg_dir" -j "${BUILD_JOBS:-2}" --target asio_rdma rdma_echo rdma_bench rdma_cp raw_ping
+}
+if [[ ${1:-} == --build-only ]]; then
+  configure_shared && build_shared
+  exit
+fi
+
+# Doxygen (one process) runs beside the static library's checks, which use one core.
+env ASIO_RDMA_DOC_DIR="$build_dir/doc" doxygen docs/Doxyfile >"$tmp/doxygen.log" 2>&1 &
+doxygen=$!
+
+echo "--- static library: cmake --install $build_dir"
+check "static: cmake --install" cmake --install "$build_dir" --prefix "$tmp/static"
+consumers static "$tmp/static" --static
+
+echo "--- API reference (Doxygen, warnings are errors)"
+check "docs: doxygen docs/Doxyfile without a warning" finished "$doxygen" "$tmp/doxygen.log"
+
+echo "--- shared library: $pkg_dir"
+check "shared: configure (no tests, so no Boost.Test)" configure_shared
 check "shared: Boost.Test was not looked for (tests off)" \
   sh -c "! grep -q '^boost_unit_test_framework_DIR' '$pkg_dir/CMakeCache.txt'"
-check "shared: build" cmake --build "$pkg_dir" -j "${BUILD_JOBS:-2}" \
-  --target asio_rdma rdma_echo rdma_bench rdma_cp raw_ping
+check "shared: build" build_shared
 lib=$(find "$pkg_dir/lib" -maxdepth 1 -name 'libasio_rdma.so.*.*.*' | head -n 1)
 check "shared: SONAME is libasio_rdma.so.0.2" \
   sh -c "readelf -d '$lib' | grep -F 'Library soname: [libasio_rdma.so.0.2]'"
