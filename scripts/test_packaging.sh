@@ -11,8 +11,6 @@
 #      installed files, the installed programs run; then the packages are
 #      removed again.
 # Prints "N% tests passed, F tests failed out of T" like ctest, for test.sh.
-# --build-only: step 2's configure and build, nothing checked (test.sh makes them in
-# the background beside a VM stage; the full run then checks them, up to date).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -83,11 +81,6 @@ configure_shared() {
 build_shared() {
   cmake --build "$pkg_dir" -j "${BUILD_JOBS:-2}" --target asio_rdma rdma_echo rdma_bench rdma_cp raw_ping
 }
-if [[ ${1:-} == --build-only ]]; then
-  configure_shared && build_shared
-  exit
-fi
-
 # Doxygen (one process) runs beside the static library's checks, which use one core.
 env ASIO_RDMA_DOC_DIR="$build_dir/doc" doxygen docs/Doxyfile >"$tmp/doxygen.log" 2>&1 &
 doxygen=$!
