@@ -2,9 +2,16 @@
 // the counterpart of bench/grpc_echo with the same command line and output, measured
 // against it, UCX and the send ping-pong by bench/compare_rpc.
 //
-//   rpc_echo server URL                      serves "echo" (returns its request) until killed
-//   rpc_echo client URL lat SIZE SECONDS     one call at a time; half the round trip (us)
-//   rpc_echo client URL bw SIZE DEPTH SECONDS  DEPTH calls in flight; calls per second
+//   rpc_echo [--busy-poll] server URL                      serves "echo" (returns its request)
+//                                                         until killed
+//   rpc_echo [--busy-poll] client URL lat SIZE SECONDS     one call at a time; half the round
+//                                                         trip (us)
+//   rpc_echo [--busy-poll] client URL bw SIZE DEPTH SECONDS  DEPTH calls in flight; calls per
+//                                                         second
+//
+// --busy-poll: over RDMA, the connection polls its completion queue while a call is pending
+// (completion_mode::busy_poll) instead of waiting for completion events: what ucx_perftest
+// and perftest do, so that compare_rpc can set like against like. Both ends need it.
 //
 // Prints one line: "rpc_echo lat size=8 calls=N p50_us=X p99_us=Y" or
 // "rpc_echo bw size=64 depth=32 calls=N calls_per_s=X". The first quarter second of a run
@@ -105,20 +112,27 @@ asio::awaitable<void> rate(rpc::client& c, std::size_t size, int depth,
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: rpc_echo server URL\n"
-                       "       rpc_echo client URL lat SIZE SECONDS\n"
-                       "       rpc_echo client URL bw SIZE DEPTH SECONDS\n");
+  std::fprintf(stderr, "usage: rpc_echo [--busy-poll] server URL\n"
+                       "       rpc_echo [--busy-poll] client URL lat SIZE SECONDS\n"
+                       "       rpc_echo [--busy-poll] client URL bw SIZE DEPTH SECONDS\n");
   return 2;
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const bool busy_poll = !args.empty() && args[0] == "--busy-poll";
+  if (busy_poll)
+    args.erase(args.begin());
+  const auto completion =
+      busy_poll ? asio_rdma::completion_mode::busy_poll : asio_rdma::completion_mode::event;
   try {
     asio::io_context io;
     if (args.size() == 2 && args[0] == "server") {
-      rpc::server s(io.get_executor());
+      rpc::server_options options;
+      options.rdma_connection.completion_mode = completion;
+      rpc::server s(io.get_executor(), options);
       s.add_method("echo", echo);
       const auto port = s.listen(args[1]);
       std::printf("rpc_echo: listening on %s (port %u)\n", args[1].c_str(), unsigned(port));
@@ -130,7 +144,9 @@ int main(int argc, char** argv) {
     const bool bw = args.size() == 6 && args[0] == "client" && args[2] == "bw";
     if (!lat && !bw)
       return usage();
-    rpc::client c(io.get_executor(), args[1]);
+    rpc::client_options options;
+    options.rdma_connection.completion_mode = completion;
+    rpc::client c(io.get_executor(), args[1], options);
     const std::size_t size = std::stoul(args[3]);
     const std::chrono::seconds duration(std::stoi(args.back()));
     int status = 0;
