@@ -67,21 +67,7 @@ finished() {
   return $status
 }
 
-# CMAKE_SKIP_INSTALL_ALL_DEPENDENCY: install and cpack install what the build step
-# below built (the library and the packaged programs) without building `all` first
-# (examples, benchmarks), which would double this stage's time. No debug information
-# (-O2 as RelWithDebInfo, without its -g): packages ship stripped, and generating it
-# costs this stage compile time.
-configure_shared() {
-  cmake -S . -B "$pkg_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG" -DBUILD_SHARED_LIBS=ON \
-    -DASIO_RDMA_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON \
-    -DASIO_RDMA_FAST_BUILD=ON
-}
-build_shared() {
-  cmake --build "$pkg_dir" -j "${BUILD_JOBS:-2}" --target asio_rdma rdma_echo rdma_bench rdma_cp raw_ping
-}
-# Doxygen (one process) runs beside the static library's checks, which use one core.
+# Doxygen (one process) runs beside the static library's install and consumers.
 env ASIO_RDMA_DOC_DIR="$build_dir/doc" doxygen docs/Doxyfile >"$tmp/doxygen.log" 2>&1 &
 doxygen=$!
 
@@ -93,10 +79,20 @@ echo "--- API reference (Doxygen, warnings are errors)"
 check "docs: doxygen docs/Doxyfile without a warning" finished "$doxygen" "$tmp/doxygen.log"
 
 echo "--- shared library: $pkg_dir"
-check "shared: configure (no tests, so no Boost.Test)" configure_shared
+# CMAKE_SKIP_INSTALL_ALL_DEPENDENCY: install and cpack install what the build step
+# below built (the library and the packaged programs) without building `all` first
+# (examples, benchmarks), which would double this stage's time. No debug information
+# (-O2 as RelWithDebInfo, without its -g): packages ship stripped, and generating it
+# costs this stage compile time.
+check "shared: configure (no tests, so no Boost.Test)" \
+  cmake -S . -B "$pkg_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG" -DBUILD_SHARED_LIBS=ON \
+  -DASIO_RDMA_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON \
+  -DASIO_RDMA_FAST_BUILD=ON
 check "shared: Boost.Test was not looked for (tests off)" \
   sh -c "! grep -q '^boost_unit_test_framework_DIR' '$pkg_dir/CMakeCache.txt'"
-check "shared: build" build_shared
+check "shared: build" cmake --build "$pkg_dir" -j "${BUILD_JOBS:-2}" \
+  --target asio_rdma rdma_echo rdma_bench rdma_cp raw_ping
 lib=$(find "$pkg_dir/lib" -maxdepth 1 -name 'libasio_rdma.so.*.*.*' | head -n 1)
 check "shared: SONAME is libasio_rdma.so.0.2" \
   sh -c "readelf -d '$lib' | grep -F 'Library soname: [libasio_rdma.so.0.2]'"
