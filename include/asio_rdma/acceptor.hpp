@@ -102,7 +102,8 @@ public:
   /// established (the peer's RTU seen) when the handler runs. Errors:
   /// asio::error::operation_aborted (closed or cancelled),
   /// asio::error::timed_out (the handshake did not finish within the
-  /// connection timeout), errors of the device. Cancellation (any type)
+  /// connection timeout), asio::error::connection_aborted (the requester gave
+  /// up before its request was taken), errors of the device. Cancellation (any type)
   /// withdraws the wait; a request already being accepted is abandoned.
   ///
   /// On iWARP the accepted end must not send before the connecting end's first

@@ -44,7 +44,10 @@ public:
 /// errc::connection_error; asio::error::timed_out; errc::invalid_option.
 ///
 /// Cancellation (any type) abandons the attempt with
-/// asio::error::operation_aborted. The handler runs on its associated
+/// asio::error::operation_aborted. A cancelled or timed-out attempt completes at
+/// once on every device; on iWARP its queue pair is destroyed only when the peer
+/// answers (at most its handshake timeout; see docs/devices.md), without
+/// blocking the io_context. The handler runs on its associated
 /// executor (default: `ex`).
 template <typename CompletionToken = boost::asio::deferred_t>
 auto async_connect(const boost::asio::any_io_executor& ex, std::string host, std::uint16_t port,

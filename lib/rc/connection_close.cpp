@@ -206,9 +206,10 @@ void connection_impl::sync_interest() {
   // pending operation, but their flush must be seen for the close to finish).
   const bool wanted = ops_.any() || (state_ == state::closing && sends_.outstanding() > 0);
   // An open connection must answer the peer's disconnect request (the CM
-  // waits for our reply), so its CM events are always awaited; completions
+  // waits for our reply), so its CM events are always awaited (and an abandoned
+  // handshake's, for the answer that ends it); completions
   // only while an operation needs them.
-  const bool channel_wanted = wanted || state_ == state::open;
+  const bool channel_wanted = wanted || state_ == state::open || state_ == state::abandoned;
   if (channel_ && channel_interest_ != channel_wanted) {
     channel_wanted ? channel_->add_interest() : channel_->remove_interest();
     channel_interest_ = channel_wanted;

@@ -31,6 +31,15 @@ error_code address_error(error_code ec) {
                                                      : cm_error(ec);
 }
 
+// The sizes are fitted to the device before the queue pair is made: rdma_cm refusing it
+// with EINVAL on the passive side (its INIT_QP_ATTR) means the request's id can no longer
+// connect, its requester having given up (timed out, cancelled) since it asked. Asio's
+// accept says connection_aborted for a TCP connection ended before it was accepted.
+error_code requester_gone(error_code ec) {
+  return ec == boost::system::errc::invalid_argument ? error_code(asio::error::connection_aborted)
+                                                     : ec;
+}
+
 int timeout_ms(std::chrono::milliseconds t) {
   return static_cast<int>(std::clamp<std::int64_t>(t.count(), 1, 60 * 60 * 1000));
 }
@@ -115,7 +124,7 @@ void connection_impl::start_accept(std::shared_ptr<cm_channel> channel, cm_id_pt
   if (options_.validate(connection_options::max_accept_private_data))
     return fail_establishment(errc::invalid_option, from::user_call);
   if (auto ec = set_ack_timeout(); ec || (ec = create_resources(id_->verbs)))
-    return fail_establishment(ec, from::user_call);
+    return fail_establishment(requester_gone(ec), from::user_call);
   take_peer_private_data(data); // now that the device is known: its credit offer
   rdma_conn_param param{};
   const auto ours = private_data_to_send();
@@ -227,13 +236,17 @@ error_code connection_impl::create_resources(ibv_context* context) {
   attr.srq = shared_ ? shared_->srq() : nullptr;
   attr.cap.max_send_sge = std::min(options_.max_send_sge, std::uint32_t(limits.max_sge));
   attr.cap.max_recv_sge = 1;
-  attr.cap.max_inline_data = options_.max_inline_data;
   // Devices do not report how much inline data they take, and refuse more (siw: 80
-  // bytes; some devices none): halve it until the queue pair is made.
-  while ((ec = create_qp(attr))) {
-    if (attr.cap.max_inline_data == 0)
+  // bytes; some devices none): halve it until the queue pair is made. Each try starts from
+  // the halved request: a provider writes what it made into `attr.cap` (rxe rounds inline
+  // data up) before rdma_cm may still fail (an accept whose requester has given up), and
+  // halving that would never reach zero.
+  for (std::uint32_t inline_data = options_.max_inline_data;; inline_data /= 2) {
+    attr.cap.max_inline_data = inline_data;
+    if (!(ec = create_qp(attr)))
+      break;
+    if (inline_data == 0)
       return ec;
-    attr.cap.max_inline_data /= 2;
   }
   qp_created_ = true;
   if (shared_)
@@ -273,6 +286,8 @@ void connection_impl::on_cm_event(const cm_event& event) {
   // Handlers run from here may drop the user's last reference.
   auto keep_alive = shared_from_this();
   using action = cm_step::action;
+  if (state_ == state::connecting)
+    handshake_under_way_ = false; // this is the peer's answer
   const cm_step step = next_step(state_, bool(establish_handler_), event.type, event.status);
   switch (step.what) {
   case action::none:
@@ -296,7 +311,8 @@ void connection_impl::on_cm_event(const cm_event& event) {
     param.retry_count = options_.retry_count;
     state_ = state::connecting;
     if (::rdma_connect(id_.get(), &param) != 0)
-      fail_establishment(from_errno(), from::completion_path);
+      return fail_establishment(from_errno(), from::completion_path);
+    handshake_under_way_ = device_->iwarp;
     break;
   }
   case action::fail_rejected: {
@@ -323,6 +339,13 @@ void connection_impl::on_cm_event(const cm_event& event) {
     break;
   case action::close:
     begin_close(step.error);
+    break;
+  case action::disconnect_abandoned:
+    if (::rdma_disconnect(id_.get()) != 0)
+      end_abandoned(); // else at DISCONNECTED
+    break;
+  case action::end_abandoned:
+    end_abandoned();
     break;
   }
 }
@@ -357,10 +380,42 @@ void connection_impl::fail_establishment(error_code ec, from origin) {
   // back a connection that is not open.
   connection result = ec == errc::rejected ? internal_access::make_connection(shared_from_this()) : connection();
   op_finished();
+  std::shared_ptr<void> keep;
+  if (handshake_under_way_) {
+    abandon_handshake();
+  } else {
+    teardown();
+    state_ = state::closed;
+    keep = self_.release();
+  }
+  handler.complete(ex_, origin, ec, std::move(result));
+}
+
+void connection_impl::abandon_handshake() {
+  // iWARP's connection manager holds the queue pair from rdma_connect until the peer
+  // answers, and destroying it meanwhile blocks in the kernel until then (siw: its MPA
+  // timeout, 10 s), with the io_context's thread; nor may the id be destroyed before the
+  // answer. So the caller's operation completes now, and this object, still held, waits
+  // for the answer on the CM channel (on_cm_event) to destroy what is left.
+  state_ = state::abandoned;
+  sync_interest();
+  // A peer that never answers: iWARP's handshake has its own timeout (siw's MPA timeout
+  // is 10 s); past this bound the queue pair is destroyed anyway, blocking if need be.
+  timer_.expires_after(std::chrono::seconds(30));
+  timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
+    if (auto self = weak.lock(); self && !ec)
+      self->end_abandoned();
+  });
+}
+
+void connection_impl::end_abandoned() {
+  if (state_ != state::abandoned)
+    return;
+  timer_.cancel();
   teardown();
   state_ = state::closed;
-  auto keep = self_.release();
-  handler.complete(ex_, origin, ec, std::move(result));
+  sync_interest();
+  auto keep = self_.release(); // may destroy *this when the caller returns
 }
 
 void connection_impl::arm_timeout(bool for_disconnect) {

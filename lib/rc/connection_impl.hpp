@@ -117,6 +117,8 @@ private:
   error_code create_out_of_band_qp(ibv_qp_init_attr& attr);
   void finish_establishment(const cm_event& event);
   void fail_establishment(error_code ec, from origin);
+  void abandon_handshake();
+  void end_abandoned();
   void arm_timeout(bool for_disconnect);
   error_code set_ack_timeout();
   error_code set_rnr_timer();
@@ -240,6 +242,7 @@ private:
   // Out of band: no rdma_cm id; the port and GID the queue pair uses.
   bool out_of_band_ = false;
   bool accepted_ = false; // made by start_accept
+  bool handshake_under_way_ = false; // iWARP: rdma_connect sent, the peer's answer not in
   std::uint8_t port_num_ = 0;
   int gid_index_ = 0;
   std::uint8_t link_layer_ = 0;

@@ -24,6 +24,10 @@ enum class connection_state : std::uint8_t {
   open,
   closing, // closed locally or by the peer, or failed: draining posted work
   closed,  // queue pair destroyed
+  // iWARP: a connect given up (cancelled, timed out, closed) while its handshake was under
+  // way. The kernel holds the queue pair until the peer answers (siw: at most its 10 s MPA
+  // timeout); destroying it before would block the thread until then. Ended by the answer.
+  abandoned,
 };
 
 /// What to do with one rdma_cm event.
@@ -38,6 +42,8 @@ struct cm_step {
     peer_closed,   // the peer disconnected an open connection: deliver what arrived, close
     disconnected,  // our own disconnect has finished
     close,         // the device went away under the connection: close with `error`
+    disconnect_abandoned, // abandoned, and the peer accepted after all: rdma_disconnect
+    end_abandoned,        // abandoned, and the handshake is over: destroy what is left
   };
   action what = action::none;
   error_code error;
@@ -58,6 +64,20 @@ inline bool rejected_by_application(int status) noexcept {
 inline cm_step next_step(connection_state state, bool establishing, rdma_cm_event_type type,
                          int status) noexcept {
   using a = cm_step::action;
+  if (state == connection_state::abandoned) {
+    switch (type) {
+    case RDMA_CM_EVENT_ESTABLISHED:
+      return {a::disconnect_abandoned, {}};
+    case RDMA_CM_EVENT_REJECTED:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_DISCONNECTED:
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      return {a::end_abandoned, {}};
+    default:
+      return {};
+    }
+  }
   switch (type) {
   case RDMA_CM_EVENT_ADDR_RESOLVED:
     return {state == connection_state::resolving ? a::resolve_route : a::none, {}};

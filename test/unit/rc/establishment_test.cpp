@@ -75,6 +75,20 @@ BOOST_AUTO_TEST_CASE(an_open_connection_ends_by_the_peer_or_the_device) {
               action::disconnected));
 }
 
+BOOST_AUTO_TEST_CASE(an_abandoned_iwarp_handshake_ends_at_the_peers_answer) {
+  // A connect given up while iWARP's handshake is under way keeps its queue pair until the
+  // peer answers: an acceptance is disconnected, any other answer ends it.
+  const auto abandoned = [](rdma_cm_event_type type) {
+    return next_step(connection_state::abandoned, false, type, -ECONNRESET).what;
+  };
+  BOOST_TEST((abandoned(RDMA_CM_EVENT_ESTABLISHED) == action::disconnect_abandoned));
+  for (auto type : {RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_CONNECT_ERROR, RDMA_CM_EVENT_UNREACHABLE,
+                    RDMA_CM_EVENT_DISCONNECTED, RDMA_CM_EVENT_DEVICE_REMOVAL})
+    BOOST_TEST((abandoned(type) == action::end_abandoned));
+  BOOST_TEST((abandoned(RDMA_CM_EVENT_TIMEWAIT_EXIT) == action::none));
+  BOOST_TEST((abandoned(RDMA_CM_EVENT_ADDR_RESOLVED) == action::none));
+}
+
 BOOST_AUTO_TEST_CASE(other_events_need_nothing) {
   BOOST_TEST((next_step(connection_state::closed, false, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0).what ==
               action::none));
