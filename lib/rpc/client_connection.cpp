@@ -38,7 +38,7 @@ error_code error_of_exception(std::exception_ptr e) {
 
 client_connection::client_connection(const asio::any_io_executor& ex,
                                      const client_options& options, observer* watcher)
-    : ex_(ex), options_(options), watcher_(watcher), connect_timer_(ex) {}
+    : ex_(ex), options_(options), watcher_(watcher), connect_timer_(ex), deadlines_(ex) {}
 
 void client_connection::establish(const endpoint& ep) { start(connect_and_hello(ep)); }
 void client_connection::establish(asio_rdma::stream s) { start(hello_and_take(std::move(s))); }
@@ -177,13 +177,21 @@ void client_connection::call(std::uint32_t method, asio::const_buffer request,
   c->op.on_cancel([this, id = id](asio::cancellation_type) {
     end_call(id, asio::error::operation_aborted, from::user_call);
   });
-  c->timer.expires_after(deadline);
-  c->timer.async_wait([self = shared_from_this(), id = id](const error_code& ec) {
-    if (!ec)
-      self->end_call(id, make_error_code(errc::deadline_exceeded), from::completion_path);
-  });
+  c->deadline = call_deadlines::clock::now() + std::chrono::milliseconds(ms);
+  deadlines_.watch(c->deadline, this);
   writer_.push(c->frame);
   kick();
+}
+
+void client_connection::expire_calls(call_deadlines::clock::time_point now) {
+  calls_.for_each_in_use([&](std::uint64_t id, call_slot& c) {
+    if (!c.op || c.held) // ended, or its end waits for a write or read
+      return;
+    if (c.deadline <= now)
+      end_call(id, make_error_code(errc::deadline_exceeded), from::completion_path);
+    else
+      deadlines_.watch(c.deadline, this);
+  });
 }
 
 void client_connection::end_call(std::uint64_t id, const error_code& ec, from origin) {
@@ -219,6 +227,7 @@ bool client_connection::server_may_write(const call_slot& c) const noexcept {
 // The call has ended while the server may still write into its buffer: the end waits for
 // the server's answer (a cancel frame asks for it), within reply_buffer_grace.
 void client_connection::hold_for_server(call_slot& c) {
+  c.waiting_grace = true;
   c.timer.expires_after(options_.reply_buffer_grace);
   c.timer.async_wait([self = shared_from_this(), id = c.id](const error_code& ec) {
     call_slot* held = ec ? nullptr : self->calls_.find(id);
@@ -229,7 +238,8 @@ void client_connection::hold_for_server(call_slot& c) {
 
 void client_connection::deliver(call_slot& c, const error_code& ec, bool with_response,
                                 from origin) {
-  c.timer.cancel();
+  if (std::exchange(c.waiting_grace, false))
+    c.timer.cancel();
   c.held.reset();
   if (with_response)
     c.op.deliver(ex_, origin, ec, c.response, c.reply_length);
@@ -337,6 +347,7 @@ void client_connection::fail(const error_code& ec, from origin) {
   up_ = false;
   connect_cancel_.emit(asio::cancellation_type::terminal);
   connect_timer_.cancel();
+  deadlines_.stop();
   if (transport_)
     transport_->close();
   // Requests still queued are withdrawn and their calls end now; a request being written

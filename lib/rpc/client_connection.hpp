@@ -21,6 +21,7 @@
 #pragma once
 
 #include "rpc/bulk_transfer.hpp"
+#include "rpc/call_deadlines.hpp"
 #include "rpc/call_completion.hpp"
 #include "rpc/call_table.hpp"
 #include "rpc/frame_reader.hpp"
@@ -92,7 +93,9 @@ private:
     std::vector<std::byte> response;  // the reply's bytes (not in the caller's buffer), or
                                       // an error's message
     std::size_t reply_length = 0;
-    boost::asio::steady_timer timer;  // the deadline
+    call_deadlines::clock::time_point deadline;
+    boost::asio::steady_timer timer;  // the server's grace for an exposed reply buffer
+    bool waiting_grace = false;       // a wait of `timer` may be pending
     bool request_out = false;         // the request is written
     bool answered = false;            // a reply or error frame came for it
     bool reading = false;             // that frame's payload is being read into `response`
@@ -112,6 +115,9 @@ private:
   template <typename Stream> boost::asio::awaitable<void> hello(Stream& s);
   void established();
 
+  friend class call_deadlines;
+  /// Ends the calls whose deadline is `now` or earlier; watches the deadlines of the rest.
+  void expire_calls(call_deadlines::clock::time_point now);
   void end_call(std::uint64_t id, const boost::system::error_code& ec,
                 asio_rdma::detail::from origin);
   void finish(call_slot& c, const boost::system::error_code& ec, bool with_response,
@@ -154,6 +160,7 @@ private:
   asio_rdma::connection* rdma_ = nullptr; // the transport's, for bulk payloads
   bool server_pulls_ = false;             // the server's hello offers bulk requests
   call_table<call_slot> calls_;
+  call_deadlines deadlines_;
   frame_writer writer_;
   // Reading: the frames buffered, the header of the frame taken, the call whose payload's
   // rest is being read, the bytes of a frame nobody waits for still to drop.

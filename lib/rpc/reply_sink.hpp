@@ -23,6 +23,17 @@ class reply_sink {
 public:
   explicit reply_sink(const boost::asio::any_io_executor& ex) : ex_(ex) {}
 
+  /// As new, for another call (no write in flight); the memory of bytes() is kept.
+  void reset() noexcept {
+    room_ = 0;
+    remote_.reset();
+    conn_ = nullptr;
+    bytes_.clear();
+    length_ = 0;
+    in_flight_ = 0;
+    used_ = false;
+    drained_ = {};
+  }
   /// Writes collect in memory, up to `room` bytes.
   void in_memory(std::size_t room) noexcept {
     room_ = room;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <new>
 #include <string>
 
 namespace asio_rdma::rpc::detail {
@@ -16,40 +17,60 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 namespace {
+/// The most bytes of request memory an idle call keeps for the next request.
+constexpr std::size_t kept_request_bytes = 16 * 1024;
+
 struct handler_outcome {
   std::uint32_t status = 0;
   std::string message;
 };
 
-/// A method's handler, as a coroutine of its own: what it returns or throws becomes the
-/// call's reply.
-asio::awaitable<handler_outcome> run_handler(std::vector<std::byte>* response,
-                                             const method_entry* method,
-                                             std::span<const std::byte> request,
-                                             call_context* context) {
-  handler_outcome out;
+/// What a handler's exception (`e`) becomes: the error frame's status and message.
+handler_outcome outcome_of(std::exception_ptr e) {
   try {
-    *response = co_await method->handler(request, *context);
-  } catch (const boost::system::system_error& e) {
-    if (e.code().category() == rpc_category())
-      out.status = static_cast<std::uint32_t>(e.code().value());
-    else
-      out.status = static_cast<std::uint32_t>(errc::handler_failed);
-    out.message = e.what();
-  } catch (const std::exception& e) {
-    out.status = static_cast<std::uint32_t>(errc::handler_failed);
-    out.message = e.what();
+    std::rethrow_exception(e);
+  } catch (const boost::system::system_error& x) {
+    if (x.code().category() == rpc_category())
+      return {static_cast<std::uint32_t>(x.code().value()), x.what()};
+    return {static_cast<std::uint32_t>(errc::handler_failed), x.what()};
+  } catch (const std::bad_alloc&) {
+    return {static_cast<std::uint32_t>(errc::handler_failed), "out of memory"};
+  } catch (const std::exception& x) {
+    return {static_cast<std::uint32_t>(errc::handler_failed), x.what()};
   } catch (...) {
-    out.status = static_cast<std::uint32_t>(errc::handler_failed);
-    out.message = "unknown exception";
+    return {static_cast<std::uint32_t>(errc::handler_failed), "unknown exception"};
   }
-  co_return out;
 }
 } // namespace
 
+void server_connection::call::reset(std::uint64_t call_id, const method_entry* m,
+                                    std::chrono::steady_clock::time_point deadline) {
+  id = call_id;
+  method = m;
+  request.clear();
+  if (request.capacity() > kept_request_bytes)
+    request = {};
+  response = {};
+  sink.reset();
+  context.reset(m ? std::string_view(m->name) : std::string_view(), deadline);
+  cancel_reason = errc::cancelled;
+  if (signal.use_count() != 1) // the last handler's completion still holds it
+    signal = std::make_shared<boost::asio::cancellation_signal>();
+  frame = outgoing_frame{};
+  frame.tag = call_id;
+  running = bulk = pulling = cancel_requested = awaiting_release = has_reply_buffer =
+      payload_taken = false;
+  outcome = 0;
+  outcome_message.clear();
+  descriptor = {};
+  pulled.reset();
+  pulled_length = 0;
+  exposed.reset();
+}
+
 server_connection::server_connection(std::shared_ptr<server_impl> server,
                                      std::unique_ptr<transport> t)
-    : server_(std::move(server)), transport_(std::move(t)),
+    : server_(std::move(server)), transport_(std::move(t)), deadlines_(server_->executor()),
       rdma_(transport_->rdma_connection()) {}
 
 void server_connection::start() {
@@ -169,12 +190,7 @@ bool server_connection::take_request() {
   const auto deadline = h.deadline_ms == 0 ? std::chrono::steady_clock::time_point::max()
                                            : std::chrono::steady_clock::now() +
                                                  std::chrono::milliseconds(h.deadline_ms);
-  auto owned = std::make_unique<call>(server_->executor(), m ? std::string_view(m->name) : "",
-                                      deadline);
-  call& c = *owned;
-  c.id = h.call_id;
-  c.method = m;
-  c.frame.tag = h.call_id;
+  call& c = new_call(h.call_id, m, deadline);
   c.bulk = (h.flags & wire::flag_bulk) != 0;
   c.has_reply_buffer = (h.flags & wire::flag_reply_buffer) != 0;
   std::span<std::byte> into = c.descriptor; // a bulk request's payload: its descriptor
@@ -182,7 +198,6 @@ bool server_connection::take_request() {
     c.request.resize(h.length);
     into = c.request;
   }
-  calls_.emplace(h.call_id, std::move(owned));
   server_->call_started();
   const std::size_t got = reader_.take(into);
   if (got == into.size()) {
@@ -193,6 +208,20 @@ bool server_connection::take_request() {
   transport_->read(asio::buffer(into.data() + got, into.size() - got),
                    {&on_request, shared_from_this()});
   return false;
+}
+
+// A call for the request `id`, in calls_: an idle one reused, or a new one.
+server_connection::call& server_connection::new_call(std::uint64_t id, const method_entry* m,
+                                                     std::chrono::steady_clock::time_point deadline) {
+  std::unique_ptr<call> c;
+  if (!idle_calls_.empty()) {
+    c = std::move(idle_calls_.back());
+    idle_calls_.pop_back();
+  } else {
+    c = std::make_unique<call>(server_->executor());
+  }
+  c->reset(id, m, deadline);
+  return *calls_.emplace(id, std::move(c)).first->second;
 }
 
 void server_connection::on_request(void* p, const error_code& ec, std::size_t) {
@@ -317,32 +346,53 @@ void server_connection::on_pulled(void* p, const error_code& ec, std::size_t) {
 
 void server_connection::run(call& c) {
   c.running = true;
-  if (c.context.deadline() != std::chrono::steady_clock::time_point::max()) {
-    c.timer.expires_at(c.context.deadline());
-    c.timer.async_wait([self = shared_from_this(), id = c.id](const error_code& ec) {
-    if (ec)
-      return;
-    if (auto it = self->calls_.find(id); it != self->calls_.end())
-      self->cancel(*it->second, errc::deadline_exceeded);
-    });
+  if (c.context.deadline() != std::chrono::steady_clock::time_point::max())
+    deadlines_.watch(c.context.deadline(), this);
+  // The handler's own coroutine, spawned as it is: what it returns or throws is the reply
+  // (a handler that throws before its coroutine begins is answered the same way).
+  asio::awaitable<std::vector<std::byte>> handler;
+  try {
+    handler = c.method->handler(c.request_bytes(), c.context);
+  } catch (...) {
+    const auto out = outcome_of(std::current_exception());
+    return handler_done(c, out.status, out.message);
   }
   // The call's reply is sent from the completion handler, once the coroutine is over: the
   // call (and its signal, which the coroutine's slot refers to) may go as soon as the reply
   // is written. The signal is shared with the handler, so it outlives the coroutine.
-  asio::co_spawn(server_->executor(),
-                 run_handler(&c.response, c.method, c.request_bytes(), &c.context),
+  asio::co_spawn(server_->executor(), std::move(handler),
                  asio::bind_cancellation_slot(
                      c.signal->slot(), [self = shared_from_this(), &c, keep = c.signal](
-                                           std::exception_ptr e, handler_outcome out) {
-                       if (e) // only bad_alloc can escape run_handler
-                         out = {static_cast<std::uint32_t>(errc::handler_failed), "out of memory"};
-                       self->handler_done(c, out.status, out.message);
+                                           std::exception_ptr e, std::vector<std::byte> reply) {
+                       if (e) {
+                         const auto out = outcome_of(e);
+                         return self->handler_done(c, out.status, out.message);
+                       }
+                       c.response = std::move(reply);
+                       self->handler_done(c, 0, {});
                      }));
+}
+
+// Due calls are cancelled by id, after the look at every call: a cancellation may end a
+// handler, and its call, at once.
+void server_connection::expire_calls(std::chrono::steady_clock::time_point now) {
+  std::vector<std::uint64_t> due;
+  for (auto& [id, c] : calls_) {
+    if (!c->running || c->context.cancelled() ||
+        c->context.deadline() == std::chrono::steady_clock::time_point::max())
+      continue;
+    if (c->context.deadline() <= now)
+      due.push_back(id);
+    else
+      deadlines_.watch(c->context.deadline(), this);
+  }
+  for (auto id : due)
+    if (auto it = calls_.find(id); it != calls_.end())
+      cancel(*it->second, errc::deadline_exceeded);
 }
 
 void server_connection::handler_done(call& c, std::uint32_t status, std::string_view message) {
   c.running = false;
-  c.timer.cancel();
   if (c.sink.in_flight() == 0)
     return answer(c, status, message);
   // Writes into the caller's buffer are still landing: the answer waits for them, so that
@@ -453,10 +503,12 @@ bool server_connection::expose_reply(call& c) {
 }
 
 void server_connection::drop(call& c) {
-  const auto id = c.id;
-  c.timer.cancel();
   keep_spare(std::move(c.pulled)); // (never while pulling: on_pulled ends that first)
-  calls_.erase(id);
+  // Kept for the next request, up to as many as may run at once.
+  auto it = calls_.find(c.id);
+  if (idle_calls_.size() < server_->options().max_calls_per_connection)
+    idle_calls_.push_back(std::move(it->second));
+  calls_.erase(it);
   server_->call_ended();
   resume();
 }
@@ -490,6 +542,7 @@ void server_connection::close() {
   transport_closed_ = closed_ = true;
   graceful_ = false;
   transport_->close();
+  deadlines_.stop();
   // Replies not yet written are dropped; running handlers are cancelled and dropped when
   // they end; a request or reply being read or written ends with the transport's error.
   for (auto* f = writer_.drop_queued(); f;) {

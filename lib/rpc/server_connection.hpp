@@ -11,6 +11,7 @@
 #pragma once
 
 #include "rpc/bulk_transfer.hpp"
+#include "rpc/call_deadlines.hpp"
 #include "rpc/reply_sink.hpp"
 #include "rpc/request_source.hpp"
 #include "rpc/frame_reader.hpp"
@@ -19,7 +20,6 @@
 #include "rpc/transport.hpp"
 
 #include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include <memory>
@@ -44,12 +44,17 @@ public:
   void cancel_calls();
 
 private:
+  // A call, from its request to its reply's write. Calls are reused (idle_calls_): a
+  // request costs no allocation of its state, its signal or (up to kept_request_bytes)
+  // its bytes.
   struct call {
-    call(const boost::asio::any_io_executor& ex, std::string_view method,
-         std::chrono::steady_clock::time_point deadline)
+    explicit call(const boost::asio::any_io_executor& ex)
         : source(ex), sink(ex),
-          context(method, deadline, bulk_request(&source, ex), bulk_reply(&sink, ex)),
-          timer(ex) {}
+          context({}, {}, bulk_request(&source, ex), bulk_reply(&sink, ex)) {}
+    /// As new, for the request `id` of `m` (nullptr: an unknown method).
+    void reset(std::uint64_t id, const method_entry* m,
+               std::chrono::steady_clock::time_point deadline);
+
     std::uint64_t id = 0;
     const method_entry* method = nullptr;
     std::vector<std::byte> request, response;
@@ -60,7 +65,6 @@ private:
     // Shared with the handler's completion, which the coroutine's slot is bound to.
     std::shared_ptr<boost::asio::cancellation_signal> signal =
         std::make_shared<boost::asio::cancellation_signal>();
-    boost::asio::steady_timer timer; // the deadline
     outgoing_frame frame;
     bool running = false;
     bool bulk = false;             // its request is a bulk one: `descriptor`, then pulled
@@ -98,6 +102,11 @@ private:
   bool expose_reply(call& c);
   std::unique_ptr<bulk_buffer> take_spare(std::size_t n, error_code& ec);
   void keep_spare(std::unique_ptr<bulk_buffer> b);
+  call& new_call(std::uint64_t id, const method_entry* m,
+                 std::chrono::steady_clock::time_point deadline);
+  friend class call_deadlines;
+  /// Cancels the running calls whose deadline is `now` or earlier; watches the rest's.
+  void expire_calls(std::chrono::steady_clock::time_point now);
   void run(call& c);
   void handler_done(call& c, std::uint32_t status, std::string_view message);
   static void on_drained(void* owner, const boost::system::error_code&, std::size_t);
@@ -118,6 +127,8 @@ private:
   std::unique_ptr<transport> transport_;
   frame_writer writer_;
   boost::unordered_flat_map<std::uint64_t, std::unique_ptr<call>> calls_;
+  std::vector<std::unique_ptr<call>> idle_calls_; // calls ended, for the next requests
+  call_deadlines deadlines_;
   wire::header_bytes hello_in_{};
   frame_reader reader_;       // the frames read, not yet taken
   wire::frame_header header_; // the frame taken (a request waiting for room keeps it)

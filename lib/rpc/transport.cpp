@@ -1,5 +1,7 @@
 #include "rpc/transport.hpp"
 
+#include "stream/handler_memory.hpp"
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
@@ -9,31 +11,43 @@
 namespace asio_rdma::rpc::detail {
 namespace {
 
+using asio_rdma::detail::block_handler;
+using asio_rdma::detail::stream_handler_block;
+
+/// Room for the operation state of one write or read of either stream, handler included
+/// (a TCP socket's reactor operation is the largest): larger ones fall back to the heap.
+constexpr std::size_t io_memory_size = 512;
+
+/// An io_done's function, as a block_handler's.
+struct call_done {
+  void (*fn)(void* owner, const boost::system::error_code& ec, std::size_t bytes);
+  void operator()(void* owner, const boost::system::error_code& ec, std::size_t n) const {
+    fn(owner, ec, n);
+  }
+};
+
+/// A completion that calls `done`, in `block`: one write and one read are in flight at a
+/// time, each with its own block, so no operation's state comes from the heap (Asio's
+/// recycled memory holds two blocks per thread, fewer than a call has operations).
+block_handler<io_memory_size, void, call_done> in_block(io_done&& done,
+                                                        stream_handler_block<io_memory_size>& block) {
+  return {std::move(done.owner), &block, call_done{done.fn}};
+}
+
 template <typename Stream> class stream_transport final : public transport {
 public:
   explicit stream_transport(Stream s) : stream_(std::move(s)) {}
 
   void write(std::span<const boost::asio::const_buffer> buffers, io_done done) override {
-    boost::asio::async_write(stream_, buffers,
-                             [done = std::move(done)](const boost::system::error_code& ec,
-                                                      std::size_t n) {
-                               done.fn(done.owner.get(), ec, n);
-                             });
+    boost::asio::async_write(stream_, buffers, in_block(std::move(done), write_memory_));
   }
 
   void read(boost::asio::mutable_buffer buffer, io_done done) override {
-    boost::asio::async_read(stream_, buffer,
-                            [done = std::move(done)](const boost::system::error_code& ec,
-                                                     std::size_t n) {
-                              done.fn(done.owner.get(), ec, n);
-                            });
+    boost::asio::async_read(stream_, buffer, in_block(std::move(done), read_memory_));
   }
 
   void read_some(boost::asio::mutable_buffer buffer, io_done done) override {
-    stream_.async_read_some(buffer, [done = std::move(done)](const boost::system::error_code& ec,
-                                                             std::size_t n) {
-      done.fn(done.owner.get(), ec, n);
-    });
+    stream_.async_read_some(buffer, in_block(std::move(done), read_memory_));
   }
 
   void shutdown(io_done done) override {
@@ -69,6 +83,7 @@ public:
 
 private:
   Stream stream_;
+  stream_handler_block<io_memory_size> write_memory_, read_memory_;
 };
 
 } // namespace

@@ -2,7 +2,7 @@
 // operation): write all of a buffer sequence, read some bytes or exactly a buffer, close. Made for
 // asio_rdma::stream and asio::ip::tcp::socket (transport.cpp). Each completion calls a
 // plain function with its owner, which `owner` keeps alive until then: no std::function
-// and, with Asio's recycled handler memory, no allocation per operation.
+// and no allocation per operation (the operations' state is in blocks of the transport's).
 #pragma once
 
 #include <asio_rdma/rpc/options.hpp>

@@ -1,5 +1,6 @@
 // The memory of a stream's handlers: one block per kind of operation, inside the stream,
-// so that no handler of its data path comes from the heap. Like async/fd_waiter.hpp's
+// so that no handler of its data path comes from the heap (the RPC layer's connections
+// and calls keep their handlers' memory the same way, through block_handler). Like async/fd_waiter.hpp's
 // single_block, with one difference: a stream's handlers hold the stream itself, whose
 // member the block is. Destroyed without being called (an io_context destroyed with the
 // handler queued), Asio's any_completion_handler destroys the handler first and frees its
@@ -10,6 +11,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <utility>
 
 namespace asio_rdma::detail {
 
@@ -59,6 +61,34 @@ template <typename T, std::size_t Size> struct stream_handler_allocator {
   bool operator==(const stream_handler_allocator<U, Size>& other) const noexcept {
     return block == other.block;
   }
+};
+
+/// A completion handler whose memory is `block`, a member of what `owner` keeps alive:
+/// calls fn(owner.get(), args...) and hands the reference on, and parks it
+/// (release_after_free) when destroyed without being called. For handlers that are a
+/// function and an owner (a connection of the RPC layer, whose transport or call holds
+/// the block); the stream's own continuations are written out in stream.cpp.
+template <std::size_t Size, typename Owner, typename Fn> class block_handler {
+public:
+  using allocator_type = stream_handler_allocator<void, Size>;
+
+  block_handler(std::shared_ptr<Owner> owner, stream_handler_block<Size>* block, Fn fn) noexcept
+      : owner_(std::move(owner)), block_(block), fn_(std::move(fn)) {}
+  block_handler(block_handler&&) noexcept = default;
+  block_handler& operator=(block_handler&&) = delete;
+  ~block_handler() { release_after_free(block_, owner_); }
+
+  allocator_type get_allocator() const noexcept { return allocator_type(block_); }
+
+  template <typename... Args> void operator()(Args&&... args) {
+    auto owner = std::move(owner_); // the block's owner lives until fn has run
+    fn_(owner.get(), std::forward<Args>(args)...);
+  }
+
+private:
+  std::shared_ptr<Owner> owner_;
+  stream_handler_block<Size>* block_;
+  Fn fn_;
 };
 
 } // namespace asio_rdma::detail

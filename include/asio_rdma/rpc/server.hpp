@@ -188,6 +188,12 @@ public:
                const bulk_request& request, const bulk_reply& reply) noexcept
       : method_(method), deadline_(deadline), request_(request), reply_(reply) {}
   void mark_cancelled() noexcept { cancelled_ = true; }
+  /// Made the context of another call (a server's calls are reused).
+  void reset(std::string_view method, std::chrono::steady_clock::time_point deadline) noexcept {
+    method_ = method;
+    deadline_ = deadline;
+    cancelled_ = false;
+  }
   /// \endcond
 
 private:
