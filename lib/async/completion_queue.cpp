@@ -2,7 +2,7 @@
 
 #include "verbs/verbs_error.hpp"
 
-#include <boost/asio/post.hpp>
+#include <asio_rdma/detail/posted_continuation.hpp>
 
 #include <fcntl.h>
 
@@ -81,7 +81,7 @@ void completion_queue::schedule_spin() {
   if (spin_scheduled_ || stopped_)
     return;
   spin_scheduled_ = true;
-  boost::asio::post(ex_, [weak = weak_from_this()] {
+  post_continuation(ex_, [weak = weak_from_this()] {
     if (auto self = weak.lock()) {
       self->spin_scheduled_ = false;
       self->spin();

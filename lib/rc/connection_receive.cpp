@@ -6,7 +6,7 @@
 #include "rc/shared_queues_impl.hpp"
 #include "verbs/verbs_error.hpp"
 
-#include <boost/asio/post.hpp>
+#include <asio_rdma/detail/posted_continuation.hpp>
 
 namespace asio_rdma::detail {
 
@@ -52,7 +52,7 @@ void connection_impl::schedule_delivery() {
     return;
   delivery_scheduled_ = true;
   work_posted = true;
-  asio::post(ex_, [self = shared_from_this()] {
+  post_continuation(ex_, [self = shared_from_this()] {
     self->delivery_scheduled_ = false;
     self->deliver_waiting(from::completion_path);
     self->post_queued(); // repost the buffers just emptied

@@ -7,6 +7,7 @@
 #include "trace.hpp"
 #include "verbs/verbs_error.hpp"
 
+#include <asio_rdma/detail/posted_continuation.hpp>
 
 #include <arpa/inet.h>
 #include <cstring>
@@ -248,7 +249,7 @@ void connection_impl::schedule_post() {
     return;
   post_scheduled_ = true;
   work_posted = true;
-  asio::post(ex_, [self = shared_from_this()] { self->post_queued(); });
+  post_continuation(ex_, [self = shared_from_this()] { self->post_queued(); });
 }
 
 void connection_impl::after_cq_batch(void* context) {
@@ -359,7 +360,7 @@ void connection_impl::complete_posted_sends(ibv_send_wr* first, const ibv_send_w
     return;
   due_run_scheduled_ = true;
   work_posted = true;
-  asio::post(ex_, [self = shared_from_this()] {
+  post_continuation(ex_, [self = shared_from_this()] {
     self->due_run_scheduled_ = false;
     self->run_due_handlers();
   });

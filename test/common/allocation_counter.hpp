@@ -13,12 +13,10 @@ std::size_t allocations() noexcept;
 /// Heap allocations counted so far on the calling thread.
 std::size_t thread_allocations() noexcept;
 
-/// Counts aligned_alloc too (`on`): Asio's handler memory, which its recycling allocator
-/// takes from aligned_alloc when its per-thread cache has no block that fits. Off at
-/// first: the RDMA paths still make such allocations (a receive that finds its message
-/// already arrived, a stream write, a datagram send: each posts its completion through an
-/// any_io_executor, which takes two blocks of Asio's cache), so the tests of those count
-/// operator new only. False if it cannot be counted in this build (sanitizers).
+/// Counts aligned_alloc too (`on`; off at first): Asio's handler memory, which its
+/// recycling allocator takes from aligned_alloc when its per-thread cache (two blocks per
+/// purpose) has none that fits. False if it cannot be counted in this build (sanitizers,
+/// whose runtime owns aligned_alloc).
 bool count_aligned_alloc(bool on) noexcept;
 
 /// Whose allocations a counting_scope counts.

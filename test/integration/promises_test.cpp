@@ -1,6 +1,6 @@
 // What the README promises of the library's resource use, asserted on a real device:
 // the completion path allocates nothing in steady state (a counting global operator new
-// around a ping-pong, and around waves of datagram sends), and the library starts no thread
+// and aligned_alloc around a ping-pong, and around waves of datagram sends), and the library starts no thread
 // over a whole connection's and datagram socket's life (the process's thread count from
 // /proc).
 #define BOOST_TEST_MODULE integration_promises
@@ -74,6 +74,14 @@ template <typename T> struct arena_allocator {
     return from == o.from;
   }
 };
+
+/// Asio's handler memory counts too: its recycling allocator's misses go to aligned_alloc
+/// (allocation_counter.hpp).
+struct count_asio_memory {
+  count_asio_memory() { ar::test::count_aligned_alloc(true); }
+  ~count_asio_memory() { ar::test::count_aligned_alloc(false); }
+};
+BOOST_TEST_GLOBAL_FIXTURE(count_asio_memory);
 
 } // namespace
 

@@ -88,15 +88,10 @@ int block() { return static_cast<int>(scaled(2000, 200)); }
 
 } // namespace
 
-/// Over TCP, Asio's handler memory is counted too (allocation_counter.hpp): the RPC layer
-/// keeps its operations' memory in its own blocks. Over RDMA streams the stream's
-/// completions still take blocks of Asio's cache (allocation_counter.hpp says which).
+/// Asio's handler memory counts too: its recycling allocator's misses go to aligned_alloc
+/// (allocation_counter.hpp).
 struct count_asio_memory {
-  count_asio_memory() {
-#ifndef RPC_TEST_RDMA
-    count_aligned_alloc(true);
-#endif
-  }
+  count_asio_memory() { count_aligned_alloc(true); }
   ~count_asio_memory() { count_aligned_alloc(false); }
 };
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <asio_rdma/detail/handlers.hpp>
+#include <asio_rdma/detail/posted_continuation.hpp>
 
 #include <boost/asio/any_completion_executor.hpp>
 #include <boost/asio/any_completion_handler.hpp>
@@ -136,7 +137,7 @@ public:
     handler_type handler(std::move(handler_));
     if (origin == from::user_call) {
       work_posted = true;
-      boost::asio::post(io, [work, handler = std::move(handler), ... args = std::move(args)]() mutable {
+      post_continuation(io, [work, handler = std::move(handler), ... args = std::move(args)]() mutable {
         dispatch_to(work, std::move(handler), std::move(args)...);
       });
       return;
@@ -157,7 +158,7 @@ private:
       // posted function keeps the io_context's work, as the executor would.
       ignore_cancel();
       work_posted = true;
-      boost::asio::post(io, [handler = handler_type(std::move(handler_)),
+      post_continuation(io, [handler = handler_type(std::move(handler_)),
                              ... args = std::move(args)]() mutable {
         std::move(handler)(std::move(args)...);
       });
