@@ -89,7 +89,8 @@ struct server_options {
   /// with errc::request_too_large before sending them).
   std::size_t max_request_size = std::size_t(64) << 20;
   /// Calls of one connection running at once; more wait (the connection is not read
-  /// meanwhile), never fail.
+  /// meanwhile), never fail. As many ended calls are kept for the next requests (each
+  /// with up to 16 KiB of its request's memory): a call in steady state allocates none.
   std::size_t max_calls_per_connection = 64;
   /// Calls of the whole server running at once; more wait, never fail.
   std::size_t max_calls = 1024;
