@@ -18,20 +18,12 @@ using asio_rdma::detail::stream_handler_block;
 /// (a TCP socket's reactor operation is the largest): larger ones fall back to the heap.
 constexpr std::size_t io_memory_size = 512;
 
-/// An io_done's function, as a block_handler's.
-struct call_done {
-  void (*fn)(void* owner, const boost::system::error_code& ec, std::size_t bytes);
-  void operator()(void* owner, const boost::system::error_code& ec, std::size_t n) const {
-    fn(owner, ec, n);
-  }
-};
-
 /// A completion that calls `done`, in `block`: one write and one read are in flight at a
 /// time, each with its own block, so no operation's state comes from the heap (Asio's
 /// recycled memory holds two blocks per thread, fewer than a call has operations).
-block_handler<io_memory_size, void, call_done> in_block(io_done&& done,
-                                                        stream_handler_block<io_memory_size>& block) {
-  return {std::move(done.owner), &block, call_done{done.fn}};
+block_handler<io_memory_size, void, decltype(io_done::fn)>
+in_block(io_done&& done, stream_handler_block<io_memory_size>& block) {
+  return {std::move(done.owner), &block, done.fn};
 }
 
 template <typename Stream> class stream_transport final : public transport {
