@@ -99,7 +99,7 @@ enum class errc {
   /// and receive depths together). Sizes the library can fit (scatter/gather
   /// entries, inline data, read/atomic depths) are clamped instead. Also a
   /// queue the device refused without an errno (SoftiWARP, past about 144
-  /// queues in one process: docs/devices.md). The
+  /// pages of queues in one process: docs/devices.md). The
   /// error's message() names the size, the device and its limit ("send queue
   /// depth 16384 exceeds siw0's maximum 4096 (max_qp_wr)"); errors equal to
   /// this one compare equal whatever their message.

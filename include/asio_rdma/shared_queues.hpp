@@ -26,7 +26,9 @@ struct shared_queue_options {
   /// connections can receive.
   std::size_t max_message_size = 64 * 1024;
   /// Entries of the shared completion queue: at least the sum of the
-  /// connections' send queue depths plus receive_queue_depth.
+  /// connections' send queue depths plus receive_queue_depth. On SoftiWARP,
+  /// which maps about 144 pages of queues into a process, the default takes
+  /// 129 of them (32 bytes an entry): size it to the need there (docs/devices.md).
   std::uint32_t completion_queue_size = 16384;
   /// How completions of the shared completion queue are noticed (see completion_mode).
   asio_rdma::completion_mode completion_mode = asio_rdma::completion_mode::event;

@@ -101,7 +101,7 @@ error_code refused_without_errno(ibv_context* context, std::string_view what) {
   text += " refused ";
   text += what;
   text += " without an error number (SoftiWARP does so once a process holds about 144 "
-          "queues; see docs/devices.md)";
+          "pages of queues; see docs/devices.md)";
   return with_message(errc::device_limit_exceeded, std::move(text));
 }
 
