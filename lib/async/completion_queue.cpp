@@ -133,9 +133,10 @@ void completion_queue::stop() {
 }
 
 void completion_queue::drain_events() {
-  // One keep-alive for the whole drain (the handlers may drop the last
-  // reference to the owner, and with it to this queue).
-  auto keep_alive = shared_from_this();
+  // One keep-alive for the whole drain: the handlers may drop the last reference to the
+  // owner, which owns this queue (attach()), so holding the owner holds the queue too.
+  // Without an owner nothing is dispatched, and nothing else here can destroy the queue
+  // (its waiter, which called this, checked that it is alive).
   auto owner = owner_.lock();
   cq_.take_event(channel_.get()); // one event at most (verbs/completion.hpp says why)
   // Re-arm before the final drain: a completion that arrives after the last

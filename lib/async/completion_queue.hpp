@@ -46,7 +46,8 @@ public:
   void remove_interest();
 
   /// Attaches the queue to its owner, once, before start(): the object that owns every
-  /// work request's target (the connection, the shared queues, the datagram socket), and
+  /// work request's target (the connection, the shared queues, the datagram socket) and
+  /// this queue (holding the owner is how a wake-up keeps the queue alive), and
   /// `after_batch`, called once after each drained batch (e.g. to ring a doorbell for work
   /// that the completions made possible). The owner is kept alive while a batch is
   /// dispatched: a handler run from the batch may drop the last user reference to it, and

@@ -139,23 +139,26 @@ private:
   // The direction is a template argument, so the wait handler that runs on every
   // wake-up indexes nothing at run time (the read side costs what a read-only waiter
   // would).
-  template <direction D> void arm() {
+  template <direction D> void arm() { arm<D>(state_); }
+  // `state`: the waiter's, handed on from wait to wait (a wake-up copies no shared_ptr).
+  template <direction D> void arm(std::shared_ptr<wait_state> state) {
     side& s = sides_[D];
     if (s.armed || s.interest == 0 || stopped_)
       return;
     s.armed = true;
     constexpr auto type = D == read ? boost::asio::posix::stream_descriptor::wait_read
                                     : boost::asio::posix::stream_descriptor::wait_write;
+    const wait_allocator memory(&state->memory); // before `state` moves into the handler
     descriptor_.async_wait(
         type, boost::asio::bind_allocator(
-                  wait_allocator(&state_->memory), [this, state = state_](const error_code& ec) {
+                  memory, [this, state = std::move(state)](const error_code& ec) mutable {
                     if (!state->alive)
                       return; // cancelled by the destructor; `this` is gone
                     sides_[D].armed = false;
                     if (!ec && !stopped_)
                       sides_[D].on_ready();
-                    if (state->alive) // what on_ready ran may have destroyed us
-                      arm<D>();       // if still wanted
+                    if (state->alive)              // what on_ready ran may have destroyed us
+                      arm<D>(std::move(state)); // if still wanted
                   }));
   }
 
