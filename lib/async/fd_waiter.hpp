@@ -157,7 +157,7 @@ private:
                     sides_[D].armed = false;
                     if (!ec && !stopped_)
                       sides_[D].on_ready();
-                    if (state->alive)              // what on_ready ran may have destroyed us
+                    if (state->alive)           // what on_ready ran may have destroyed us
                       arm<D>(std::move(state)); // if still wanted
                   }));
   }
