@@ -25,11 +25,16 @@ struct shared_queue_options {
   /// Size of each shared receive buffer: the largest message any of the
   /// connections can receive.
   std::size_t max_message_size = 64 * 1024;
-  /// Entries of the shared completion queue: at least the sum of the
-  /// connections' send queue depths plus receive_queue_depth. On SoftiWARP,
-  /// which maps about 144 pages of queues into a process, the default takes
-  /// 129 of them (32 bytes an entry): size it to the need there (docs/devices.md).
-  std::uint32_t completion_queue_size = 16384;
+  /// Entries the shared completion queue starts with. The shared receive queue
+  /// takes receive_queue_depth of them, and each connection its send queue's
+  /// entries while it is attached. When a connection's would not fit, the queue
+  /// grows (doubles, up to the device's max_cqe) on devices that can resize a
+  /// completion queue (rxe, mlx5). On devices that cannot (SoftiWARP), that
+  /// connection's connect or accept fails with errc::device_limit_exceeded, whose
+  /// message names the sizes; the queue never overflows. The default, 4096
+  /// entries, takes 32 of the about 144 pages of queues SoftiWARP maps into a
+  /// process (docs/devices.md) and holds 56 connections of the default depth.
+  std::uint32_t completion_queue_size = 4096;
   /// How completions of the shared completion queue are noticed (see completion_mode).
   asio_rdma::completion_mode completion_mode = asio_rdma::completion_mode::event;
   /// completion_mode::adaptive: how long to poll before waiting for an event.
@@ -72,6 +77,10 @@ public:
   explicit operator bool() const noexcept { return impl_ != nullptr; }
   /// Connections currently using the queues.
   std::size_t connections() const noexcept;
+  /// Entries of the shared completion queue now: the device's rounding of
+  /// shared_queue_options::completion_queue_size, or more once it has grown; 0
+  /// until the first connection creates the queues.
+  std::size_t completion_queue_size() const noexcept;
 
 private:
   friend struct detail::internal_access; // the library's way to impl_ (lib/internal_access.hpp)

@@ -5,7 +5,6 @@
 
 #include "rc/shared_queues_impl.hpp"
 
-
 namespace asio_rdma::detail {
 
 // ---------------------------------------------------------------- teardown
@@ -195,6 +194,10 @@ void connection_impl::teardown() {
       ::rdma_destroy_qp(id_.get());
     qp_ = nullptr;
     qp_created_ = false;
+  }
+  if (shared_entries_ != 0) {
+    shared_->unreserve(shared_entries_);
+    shared_entries_ = 0;
   }
 }
 

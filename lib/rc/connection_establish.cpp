@@ -5,9 +5,9 @@
 
 #include "cm/endpoint.hpp"
 #include "internal_access.hpp"
-#include "trace.hpp"
 #include "rc/qp_timers.hpp"
 #include "rc/shared_queues_impl.hpp"
+#include "trace.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <boost/asio/ip/address.hpp>
@@ -186,9 +186,8 @@ error_code connection_impl::create_resources(ibv_context* context) {
   // On iWARP, credit reports (connection_credits.cpp) have send queue entries of their
   // own, taken from the window: a larger queue would double in size (siw rounds queues
   // up to a power of two), and siw's provider holds only so many queue pages per process.
-  const std::uint32_t window = device_->iwarp && send_depth > report_slots
-                                   ? send_depth - report_slots
-                                   : send_depth;
+  const std::uint32_t window =
+      device_->iwarp && send_depth > report_slots ? send_depth - report_slots : send_depth;
   const std::uint32_t send_entries = device_->iwarp ? window + report_slots : send_depth;
   if (send_depth > std::uint32_t(limits.max_qp_wr))
     return device_->limit_exceeded("send queue depth", send_depth, limits.max_qp_wr, "max_qp_wr");
@@ -207,8 +206,7 @@ error_code connection_impl::create_resources(ibv_context* context) {
     receives_ = &shared_->ring();
     recv_depth = receives_->depth();
   } else {
-    cq_ = completion_queue::create(
-        ex_, context, static_cast<int>(send_entries + recv_depth), ec);
+    cq_ = completion_queue::create(ex_, context, static_cast<int>(send_entries + recv_depth), ec);
     if (ec)
       return ec;
     cq_->attach(weak_from_this(), {&connection_impl::after_cq_batch, this});
@@ -236,6 +234,11 @@ error_code connection_impl::create_resources(ibv_context* context) {
   attr.srq = shared_ ? shared_->srq() : nullptr;
   attr.cap.max_send_sge = std::min(options_.max_send_sge, std::uint32_t(limits.max_sge));
   attr.cap.max_recv_sge = 1;
+  if (shared_) { // the shared CQ must hold this send queue's completions too
+    if ((ec = shared_->reserve(send_entries)))
+      return ec;
+    shared_entries_ = send_entries; // given back by teardown()
+  }
   // Devices do not report how much inline data they take, and refuse more (siw: 80
   // bytes; some devices none): halve it until the queue pair is made. Each try starts from
   // the halved request: a provider writes what it made into `attr.cap` (rxe rounds inline
@@ -272,12 +275,10 @@ error_code connection_impl::create_qp(ibv_qp_init_attr& attr) {
   errno = 0;
   if (::rdma_create_qp(id_.get(), pd(), &attr) != 0)
     return errno != 0 ? from_errno()
-                      : refused_without_errno(id_->verbs,
-                                              "a queue pair of " +
-                                                  std::to_string(attr.cap.max_send_wr) +
-                                                  " send and " +
-                                                  std::to_string(attr.cap.max_recv_wr) +
-                                                  " receive entries");
+                      : refused_without_errno(
+                            id_->verbs, "a queue pair of " + std::to_string(attr.cap.max_send_wr) +
+                                            " send and " + std::to_string(attr.cap.max_recv_wr) +
+                                            " receive entries");
   qp_ = id_->qp;
   return {};
 }
@@ -378,7 +379,8 @@ void connection_impl::fail_establishment(error_code ec, from origin) {
   auto handler = std::move(establish_handler_);
   // Keep the implementation for the rejection's private data; otherwise hand
   // back a connection that is not open.
-  connection result = ec == errc::rejected ? internal_access::make_connection(shared_from_this()) : connection();
+  connection result =
+      ec == errc::rejected ? internal_access::make_connection(shared_from_this()) : connection();
   op_finished();
   std::shared_ptr<void> keep;
   if (handshake_under_way_) {

@@ -11,11 +11,11 @@
 #include "rc/credit_flow.hpp"
 #include "rc/establishment.hpp"
 #include "rc/keepalive_monitor.hpp"
-#include "rc/operation_count.hpp"
 #include "rc/operation.hpp"
-#include "verbs/receive_ring.hpp"
+#include "rc/operation_count.hpp"
 #include "rc/send_window.hpp"
 #include "verbs/device.hpp"
+#include "verbs/receive_ring.hpp"
 
 #include <asio_rdma/connection.hpp>
 #include <asio_rdma/connection_options.hpp>
@@ -100,9 +100,7 @@ public:
   /// first message has arrived (MPA, RFC 5044 7.1.4). siw's connecting end otherwise
   /// fails when the accepting end's first message overtakes its handshake
   /// (RDMA_CM_EVENT_CONNECT_ERROR, -EINVAL, while the acceptor sees ESTABLISHED).
-  bool waits_for_first_message() const noexcept {
-    return accepted_ && device_ && device_->iwarp;
-  }
+  bool waits_for_first_message() const noexcept { return accepted_ && device_ && device_->iwarp; }
 
   /// Withdraws a queued (not yet posted) operation; called by its
   /// cancellation slot.
@@ -232,6 +230,7 @@ private:
   std::shared_ptr<device> device_;
   std::shared_ptr<completion_queue> cq_;
   std::shared_ptr<shared_queues_impl> shared_; // shared CQ + SRQ, if any
+  std::uint32_t shared_entries_ = 0;           // of the shared CQ, taken for the send queue
   receive_ring own_receives_;
   receive_ring* receives_ = &own_receives_;
   registered_block send_block_;
@@ -241,7 +240,7 @@ private:
 
   // Out of band: no rdma_cm id; the port and GID the queue pair uses.
   bool out_of_band_ = false;
-  bool accepted_ = false; // made by start_accept
+  bool accepted_ = false;            // made by start_accept
   bool handshake_under_way_ = false; // iWARP: rdma_connect sent, the peer's answer not in
   std::uint8_t port_num_ = 0;
   int gid_index_ = 0;
@@ -277,7 +276,7 @@ private:
   send_window<operation> sends_; // queued and posted sends, one-sided work, atomics
   bool post_scheduled_ = false;
   bool delivery_scheduled_ = false;
-  operation_count ops_;          // pending user operations
+  operation_count ops_;           // pending user operations
   bool channel_interest_ = false; // the waits held for them
   bool cq_interest_ = false;
 

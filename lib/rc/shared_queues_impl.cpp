@@ -1,9 +1,14 @@
 #include "rc/shared_queues_impl.hpp"
 
+#include "error_message.hpp"
 #include "rc/connection_impl.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <string>
+#include <system_error>
 
 namespace asio_rdma::detail {
 
@@ -47,11 +52,37 @@ error_code shared_queues_impl::bind(const std::shared_ptr<device>& dev) {
   device_ = dev;
   cq_ = std::move(cq);
   srq_ = std::move(srq);
+  reserved_ = options_.receive_queue_depth;
   return {};
 }
 
-void shared_queues_impl::on_receive(completion_target* target, const ibv_wc& wc,
-                                    from origin) {
+error_code shared_queues_impl::reserve(std::uint32_t entries) {
+  const std::uint64_t needed = reserved_ + entries;
+  ibv_cq* cq = cq_->native();
+  if (needed > std::uint64_t(cq->cqe)) {
+    // Full: an overflowing CQ would fail every connection on it, so grow it first.
+    const auto most = std::uint64_t(device_->attributes.max_cqe);
+    if (needed > most)
+      return device_->limit_exceeded(
+          "shared completion queue size (the shared receive queue and every attached "
+          "connection's send queue)",
+          needed, device_->attributes.max_cqe, "max_cqe");
+    const auto grown = std::min(most, std::max(needed, 2 * std::uint64_t(cq->cqe)));
+    if (int e = ::ibv_resize_cq(cq, int(grown))) {
+      std::string text = device_->name;
+      text += " cannot grow the shared completion queue (" + std::system_category().message(e) +
+              "): its " + std::to_string(cq->cqe) + " entries hold " + std::to_string(reserved_) +
+              " already, not another " + std::to_string(entries) +
+              " for a connection's send queue; make shared_queue_options::"
+              "completion_queue_size large enough for all the connections";
+      return with_message(errc::device_limit_exceeded, std::move(text));
+    }
+  }
+  reserved_ = needed;
+  return {};
+}
+
+void shared_queues_impl::on_receive(completion_target* target, const ibv_wc& wc, from origin) {
   auto* slot = static_cast<receive_slot*>(target);
   auto* self = static_cast<shared_queues_impl*>(slot->owner);
   self->in_batch_ = true;
@@ -140,6 +171,10 @@ shared_queues::shared_queues(const boost::asio::any_io_executor& ex,
 
 std::size_t shared_queues::connections() const noexcept {
   return impl_ ? impl_->connections() : 0;
+}
+
+std::size_t shared_queues::completion_queue_size() const noexcept {
+  return impl_ ? impl_->cq_entries() : 0;
 }
 
 } // namespace asio_rdma

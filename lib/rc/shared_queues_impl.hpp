@@ -4,9 +4,9 @@
 #pragma once
 
 #include "async/completion_queue.hpp"
-#include "verbs/receive_ring.hpp"
 #include "verbs/device.hpp"
 #include "verbs/handles.hpp"
+#include "verbs/receive_ring.hpp"
 
 #include <asio_rdma/shared_queues.hpp>
 
@@ -29,6 +29,13 @@ public:
   const std::shared_ptr<completion_queue>& cq() const { return cq_; }
   ibv_srq* srq() const { return srq_.get(); }
   receive_ring& ring() { return ring_; }
+
+  /// Takes `entries` of the shared CQ for a connection's send queue, growing the CQ
+  /// when they do not fit; fails with errc::device_limit_exceeded where it cannot grow.
+  error_code reserve(std::uint32_t entries);
+  /// Gives back what reserve() took.
+  void unreserve(std::uint32_t entries) noexcept { reserved_ -= entries; }
+  std::size_t cq_entries() const noexcept { return cq_ ? std::size_t(cq_->native()->cqe) : 0; }
 
   /// Routes the SRQ receive completions of queue pair `qp_num` to `conn`.
   void add(std::uint32_t qp_num, connection_impl* conn);
@@ -53,6 +60,8 @@ private:
   receive_ring ring_;
   bool post_scheduled_ = false;
   bool in_batch_ = false;
+  // CQ entries taken: the SRQ's depth and each attached connection's send queue.
+  std::uint64_t reserved_ = 0;
 
   // Open addressing, linear probing; qp_num 0 (QP0) never occurs, so 0 marks
   // a free entry. Grown (rehashed) only when a connection is added.

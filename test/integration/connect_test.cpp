@@ -10,12 +10,14 @@
 
 #include <rdma/rdma_cma.h>
 
+#include <array>
 #include <cstring>
 #include <functional>
 #include <netdb.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <tuple>
 #include <vector>
 
 namespace ar = asio_rdma;
@@ -292,6 +294,95 @@ BOOST_AUTO_TEST_CASE(a_shared_queue_beyond_the_device_is_refused_naming_the_limi
     BOOST_TEST(ec.message().find(std::to_string(huge.completion_queue_size)) != std::string::npos,
                ec.message());
     BOOST_TEST(!conn.is_open());
+  });
+}
+
+// A shared completion queue takes every attached connection's send queue: it grows as they
+// come where the device can resize it, and where it cannot (siw) the connection that would
+// overflow it is refused by name, and admitted again once others have left. (Before, nothing
+// counted: these twelve connections were attached to a queue of 64 entries, which a burst of
+// completions would overflow, failing every connection on it.)
+BOOST_AUTO_TEST_CASE(a_shared_cq_grows_with_its_connections_or_refuses_the_one_too_many) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    ar::acceptor acceptor(ex, device_address(), 0);
+    const auto port = acceptor.local_endpoint().port();
+    asio::co_spawn(ex, [&]() -> awaitable<void> { // echoes each connection's messages
+      for (;;) {
+        auto [ec, conn] = co_await acceptor.async_accept(asio::as_tuple(use_awaitable));
+        if (ec)
+          co_return; // the acceptor closed at the end
+        asio::co_spawn(ex, [c = std::move(conn)]() mutable -> awaitable<void> {
+          std::array<std::byte, 64> buf;
+          for (;;) {
+            auto [e, n] = co_await c.async_receive(asio::buffer(buf), asio::as_tuple(use_awaitable));
+            if (e)
+              co_return;
+            co_await c.async_send(asio::buffer(buf.data(), n), asio::as_tuple(use_awaitable));
+          }
+        }, ar::test::report_failure);
+      }
+    }, ar::test::report_failure);
+
+    const ar::shared_queue_options small{
+        .receive_queue_depth = 16, .max_message_size = 64, .completion_queue_size = 64};
+    ar::connection_options o;
+    o.send_queue_depth = 16;
+    o.max_message_size = 64;
+    o.shared_queues = ar::shared_queues(ex, small);
+    const bool can_grow = !ar::test::is_softiwarp();
+    // (error, connection), the connection echoed once if made.
+    auto connect = [&]() -> awaitable<std::tuple<ar::error_code, ar::connection>> {
+      auto [ec, c] = co_await ar::async_connect(ex, device_address(), port, o,
+                                                asio::as_tuple(use_awaitable));
+      if (!ec) {
+        const std::array<std::byte, 8> out{std::byte{42}};
+        std::array<std::byte, 64> in{};
+        co_await c.async_send(asio::buffer(out), use_awaitable);
+        const auto n = co_await c.async_receive(asio::buffer(in), use_awaitable);
+        BOOST_TEST((n == 8 && in[0] == std::byte{42}));
+      }
+      co_return std::tuple(ec, std::move(c));
+    };
+
+    constexpr int n = 12; // 16 + 12 x 16 entries: far beyond the 64 asked for
+    std::vector<ar::connection> conns;
+    int refused = 0;
+    for (int i = 0; i < n; ++i) {
+      auto [ec, c] = co_await connect();
+      if (!ec) {
+        conns.push_back(std::move(c));
+        continue;
+      }
+      if (++refused == 1)
+        BOOST_TEST_MESSAGE(ec.message());
+      BOOST_TEST(!can_grow, "refused where the queue can grow: " << ec.message());
+      BOOST_TEST((ec == ar::errc::device_limit_exceeded), ec.message());
+      BOOST_TEST(ar::test::names_the_device(ec, "cannot grow the shared completion queue"),
+                 ec.message());
+      BOOST_TEST(ec.message().find("completion_queue_size") != std::string::npos, ec.message());
+    }
+    const std::size_t entries = o.shared_queues.completion_queue_size();
+    BOOST_TEST_MESSAGE(conns.size() << " connections, " << refused << " refused, shared CQ of "
+                                    << entries << " entries");
+    BOOST_TEST(entries >= 16 + 16 * conns.size());
+    if (can_grow) {
+      BOOST_TEST(conns.size() == std::size_t(n));
+    } else {
+      BOOST_TEST(refused > 0);
+      BOOST_TEST(!conns.empty());
+      BOOST_TEST(entries < 16 + 16 * (conns.size() + 1)); // full: the next one did not fit
+      // Closed connections give their entries back: one more is admitted again.
+      conns.pop_back();
+      for (int i = 0; i < 250 && o.shared_queues.connections() == conns.size() + 1; ++i) {
+        asio::steady_timer t(ex, std::chrono::milliseconds(20));
+        co_await t.async_wait(use_awaitable);
+      }
+      auto [ec, c] = co_await connect();
+      BOOST_TEST(!ec, ec.message());
+    }
+    acceptor.close();
   });
 }
 

@@ -547,9 +547,9 @@ BOOST_AUTO_TEST_CASE(shared_cq_and_srq_serve_twenty_connections) {
     ar::shared_queue_options so;
     so.receive_queue_depth = 64; // far fewer buffers than 20 connections x 64
     so.max_message_size = 1024;
-    // Room for every send queue (20 x 16) and the receive queue, and no more: the default
-    // 16384 entries take 129 of the about 144 pages of queues siw maps into a process, and
-    // whether the rest fit then depended on the order of creation (docs/devices.md).
+    // Room for every send queue (20 x 16) and the receive queue, and no more: siw cannot
+    // grow it, and 16384 entries took 129 of the about 144 pages of queues siw maps into a
+    // process, whether the rest fit then depending on the order of creation (docs/devices.md).
     so.completion_queue_size = 512;
     ar::shared_queues shared(ex, so);
     ar::acceptor_options aopts;
