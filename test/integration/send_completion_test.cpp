@@ -150,7 +150,9 @@ BOOST_AUTO_TEST_CASE(acknowledged_sends_complete_only_once_the_peer_took_them) {
 BOOST_AUTO_TEST_CASE(a_failure_after_a_completed_send_reaches_pending_and_later_operations) {
   // The peer's buffers are smaller than the message: RC cannot skip it, and the connection
   // fails on both sides. Completed at post, the send itself succeeded; the failure reaches
-  // the receive already waiting and the send that follows, nothing hangs.
+  // the receive already waiting and the send that follows, nothing hangs. (iWARP completes
+  // no send at post: there the peer's end of the connection, its TERMINATE, may overtake
+  // the send's own completion, and the send fails with it: seen once in an iwarp stage.)
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
     ar::connection_options server = two_buffers(), client = completing(ar::send_completion::at_post);
@@ -165,8 +167,12 @@ BOOST_AUTO_TEST_CASE(a_failure_after_a_completed_send_reaches_pending_and_later_
     });
     std::vector<std::byte> big(2000, std::byte{7});
     auto [ec, n] = co_await p.client.async_send(asio::buffer(big), asio::as_tuple(use_awaitable));
-    BOOST_TEST(!ec, ec.message());
-    BOOST_TEST(n == big.size());
+    if (ar::test::remote_errors_reach_the_writer() || !ec) {
+      BOOST_TEST(!ec, ec.message());
+      BOOST_TEST(n == big.size());
+    } else {
+      BOOST_TEST_MESSAGE("the send, overtaken by the peer's end: " << ec.message());
+    }
     co_await ar::test::wait_until(receive_done);
     BOOST_TEST(receive_error.failed());
     BOOST_TEST_MESSAGE("the pending receive: " << receive_error.message());
