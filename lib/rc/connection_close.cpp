@@ -57,11 +57,12 @@ void connection_impl::queue_pair_failed() {
   if (queue_pair_failed_)
     return;
   queue_pair_failed_ = true;
-  timer_.expires_after(std::chrono::milliseconds(200));
-  timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
-    if (auto self = weak.lock(); self && !ec && self->state_ == state::open)
-      self->begin_close(asio::error::connection_reset);
-  });
+  call_after<&connection_impl::reset_if_still_open>(timer_, std::chrono::milliseconds(200));
+}
+
+void connection_impl::reset_if_still_open() {
+  if (state_ == state::open)
+    begin_close(asio::error::connection_reset);
 }
 
 void connection_impl::begin_close(error_code reason) {
@@ -144,11 +145,7 @@ void connection_impl::linger() {
           self->end_linger();
       },
       ex_));
-  drain_timer_.expires_after(std::chrono::seconds(2));
-  drain_timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
-    if (auto self = weak.lock(); self && !ec)
-      self->end_linger();
-  });
+  call_after<&connection_impl::end_linger>(drain_timer_, std::chrono::seconds(2));
 }
 
 void connection_impl::end_linger() {

@@ -403,11 +403,7 @@ void connection_impl::abandon_handshake() {
   sync_interest();
   // A peer that never answers: iWARP's handshake has its own timeout (siw's MPA timeout
   // is 10 s); past this bound the queue pair is destroyed anyway, blocking if need be.
-  timer_.expires_after(std::chrono::seconds(30));
-  timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
-    if (auto self = weak.lock(); self && !ec)
-      self->end_abandoned();
-  });
+  call_after<&connection_impl::end_abandoned>(timer_, std::chrono::seconds(30));
 }
 
 void connection_impl::end_abandoned() {
@@ -437,11 +433,7 @@ void connection_impl::arm_timeout(bool for_disconnect) {
 void connection_impl::arm_keepalive() {
   if (options_.keepalive_interval.count() == 0 || state_ != state::open)
     return;
-  keepalive_timer_.expires_after(options_.keepalive_interval);
-  keepalive_timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
-    if (auto self = weak.lock(); self && !ec)
-      self->keepalive_tick();
-  });
+  call_after<&connection_impl::keepalive_tick>(keepalive_timer_, options_.keepalive_interval);
 }
 
 void connection_impl::keepalive_tick() {

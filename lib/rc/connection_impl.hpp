@@ -118,6 +118,16 @@ private:
   void abandon_handshake();
   void end_abandoned();
   void arm_timeout(bool for_disconnect);
+  /// Calls `member` once `delay` has passed on `timer`, unless the timer is cancelled or
+  /// re-armed first, or this object is gone (the wait holds it weakly).
+  template <void (connection_impl::*member)()>
+  void call_after(asio::steady_timer& timer, std::chrono::steady_clock::duration delay) {
+    timer.expires_after(delay);
+    timer.async_wait([weak = weak_from_this()](const error_code& ec) {
+      if (auto self = weak.lock(); self && !ec)
+        (self.get()->*member)();
+    });
+  }
   error_code set_ack_timeout();
   error_code set_rnr_timer();
   void arm_keepalive();
@@ -185,6 +195,8 @@ private:
   /// A flush arrived while open: close with connection_reset unless the CM's
   /// disconnect event comes first (connection_close.cpp).
   void queue_pair_failed();
+  /// queue_pair_failed()'s grace period is over: still open, the peer ended abruptly.
+  void reset_if_still_open();
   void complete_disconnect(error_code ec);
 
   /// Completes `op` from `origin`: a receive with `message` (its size `bytes` when there
