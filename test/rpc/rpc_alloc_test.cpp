@@ -1,7 +1,8 @@
 // The client's call path allocates nothing in steady state when the reply goes into the
 // caller's buffer: counted with a replaced global operator new and aligned_alloc (Asio's
-// handler memory; allocation_counter.cpp) on the client's thread, while the server runs on a thread of its own. TCP on the host
-// (unit_rpc_alloc), RDMA streams in the VM (integration_rpc_alloc).
+// handler memory; allocation_counter.cpp) on the client's thread, while the server runs on
+// a thread of its own. TCP on the host (unit_rpc_alloc), RDMA streams in the VM
+// (integration_rpc_alloc: the same program with `-- --rdma`).
 #define BOOST_TEST_MODULE rpc_alloc
 #include "allocation_counter.hpp"
 #include "rpc_test_support.hpp"

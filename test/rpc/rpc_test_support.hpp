@@ -1,5 +1,5 @@
 // What the RPC tests share: the transport under test (TCP on the host, RDMA in the VM:
-// one source, compiled for each), a server listening on it, and request bytes.
+// one program, told which by an argument), a server listening on it, and request bytes.
 #pragma once
 
 #include "rdma_test.hpp"
@@ -12,21 +12,33 @@
 #include <boost/asio/write.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace asio_rdma::test {
 
 namespace rpc = asio_rdma::rpc;
 
+/// Whether this run's transport is RDMA: the test program's argument `--rdma` (after
+/// Boost.Test's own, past a `--`), which the integration_* CTest entries give; TCP
+/// otherwise. One program runs on both, so each test source is compiled once.
+inline bool over_rdma() {
+  static const bool rdma = [] {
+    const auto& suite = boost::unit_test::framework::master_test_suite();
+    for (int i = 1; i < suite.argc; ++i)
+      if (std::string_view(suite.argv[i]) == "--rdma")
+        return true;
+    return false;
+  }();
+  return rdma;
+}
+
 /// "tcp://127.0.0.1" or "rdma://<device address>".
 inline std::string rpc_base_url() {
-#ifdef RPC_TEST_RDMA
-  return "rdma://" + device_address();
-#else
-  return "tcp://127.0.0.1";
-#endif
+  return over_rdma() ? "rdma://" + device_address() : std::string("tcp://127.0.0.1");
 }
 
 /// Makes `s` listen on the transport under test; returns its url.
@@ -48,15 +60,15 @@ inline std::vector<std::byte> patterned(std::uint64_t seq, std::size_t size) {
 
 /// The echo method: returns its request.
 inline asio::awaitable<std::vector<std::byte>> echo(std::span<const std::byte> request,
-                                                   rpc::call_context&) {
+                                                    rpc::call_context&) {
   co_return std::vector<std::byte>(request.begin(), request.end());
 }
 
 /// A method that waits until cancelled (setting *seen when it sees that), then throws
 /// the cancellation on.
 inline rpc::method_handler wait_for_cancel(bool* seen) {
-  return [seen](std::span<const std::byte>, rpc::call_context& ctx)
-             -> asio::awaitable<std::vector<std::byte>> {
+  return [seen](std::span<const std::byte>,
+                rpc::call_context& ctx) -> asio::awaitable<std::vector<std::byte>> {
     asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::seconds(60));
     auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
     *seen = ec == asio::error::operation_aborted && ctx.cancelled();
@@ -70,29 +82,73 @@ inline asio::awaitable<void> until_no_calls(rpc::server& s) {
     co_await sleep_for(std::chrono::milliseconds(1));
 }
 
-/// A raw byte stream to `url` on the transport under test, for a peer that breaks the
-/// protocol on purpose.
-struct raw_peer {
-#ifdef RPC_TEST_RDMA
-  asio_rdma::stream s;
-#else
-  asio::ip::tcp::socket s;
-#endif
+/// A raw byte stream to `url` on the transport under test (an AsyncReadStream and
+/// AsyncWriteStream), for a peer that breaks the protocol on purpose.
+class raw_peer {
+public:
+  using executor_type = asio::any_io_executor;
+
   static asio::awaitable<raw_peer> connect(const std::string& url) {
     auto ep = rpc::endpoint::parse(url).value();
     auto ex = co_await asio::this_coro::executor;
-#ifdef RPC_TEST_RDMA
-    // Not `raw_peer{co_await ...}`: GCC 12 destroys a temporary of a co_await inside a
-    // braced initializer twice (here: the stream's reference to its state, released once
-    // too often).
-    auto s = co_await async_connect_stream(ex, ep.host, ep.port, asio::use_awaitable);
-    co_return raw_peer{std::move(s)};
-#else
-    asio::ip::tcp::socket sock(ex);
-    co_await sock.async_connect({asio::ip::make_address(ep.host), ep.port}, asio::use_awaitable);
-    co_return raw_peer{std::move(sock)};
-#endif
+    raw_peer p;
+    if (over_rdma()) {
+      // Not `emplace(co_await ...)`: GCC 12 destroys some temporaries of a co_await
+      // twice (here it released the stream's reference to its state once too often).
+      auto s = co_await async_connect_stream(ex, ep.host, ep.port, asio::use_awaitable);
+      p.rdma_.emplace(std::move(s));
+    } else {
+      p.tcp_.emplace(ex);
+      co_await p.tcp_->async_connect({asio::ip::make_address(ep.host), ep.port},
+                                     asio::use_awaitable);
+    }
+    co_return p;
   }
+
+  executor_type get_executor() { return rdma_ ? rdma_->get_executor() : tcp_->get_executor(); }
+
+  template <class Buffers, class Token>
+  auto async_read_some(const Buffers& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+        [this](auto handler, const Buffers& b) {
+          if (rdma_)
+            rdma_->async_read_some(b, std::move(handler));
+          else
+            tcp_->async_read_some(b, std::move(handler));
+        },
+        token, buffers);
+  }
+
+  template <class Buffers, class Token>
+  auto async_write_some(const Buffers& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+        [this](auto handler, const Buffers& b) {
+          if (rdma_)
+            rdma_->async_write_some(b, std::move(handler));
+          else
+            tcp_->async_write_some(b, std::move(handler));
+        },
+        token, buffers);
+  }
+
+  void close() {
+    if (rdma_)
+      rdma_->close();
+    else
+      tcp_->close();
+  }
+
+  /// The RDMA stream (over_rdma() only).
+  asio_rdma::stream& rdma() { return *rdma_; }
+
+  /// A client on this connection, which it takes.
+  rpc::client into_client() && {
+    return rdma_ ? rpc::client(std::move(*rdma_)) : rpc::client(std::move(*tcp_));
+  }
+
+private:
+  std::optional<asio_rdma::stream> rdma_;
+  std::optional<asio::ip::tcp::socket> tcp_;
 };
 
 } // namespace asio_rdma::test
