@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace asio_rdma::test {
@@ -105,16 +106,16 @@ public:
     co_return p;
   }
 
-  executor_type get_executor() { return rdma_ ? rdma_->get_executor() : tcp_->get_executor(); }
+  executor_type get_executor() {
+    return with_stream([](auto& s) -> executor_type { return s.get_executor(); });
+  }
 
+  // (`this->`: clang 16 takes a member call from a generic lambda for no use of `this`.)
   template <class Buffers, class Token>
   auto async_read_some(const Buffers& buffers, Token&& token) {
     return asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
         [this](auto handler, const Buffers& b) {
-          if (rdma_)
-            rdma_->async_read_some(b, std::move(handler));
-          else
-            tcp_->async_read_some(b, std::move(handler));
+          this->with_stream([&](auto& s) { s.async_read_some(b, std::move(handler)); });
         },
         token, buffers);
   }
@@ -123,19 +124,13 @@ public:
   auto async_write_some(const Buffers& buffers, Token&& token) {
     return asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
         [this](auto handler, const Buffers& b) {
-          if (rdma_)
-            rdma_->async_write_some(b, std::move(handler));
-          else
-            tcp_->async_write_some(b, std::move(handler));
+          this->with_stream([&](auto& s) { s.async_write_some(b, std::move(handler)); });
         },
         token, buffers);
   }
 
   void close() {
-    if (rdma_)
-      rdma_->close();
-    else
-      tcp_->close();
+    with_stream([](auto& s) { s.close(); });
   }
 
   /// The RDMA stream (over_rdma() only).
@@ -143,10 +138,15 @@ public:
 
   /// A client on this connection, which it takes.
   rpc::client into_client() && {
-    return rdma_ ? rpc::client(std::move(*rdma_)) : rpc::client(std::move(*tcp_));
+    return with_stream([](auto& s) { return rpc::client(std::move(s)); });
   }
 
 private:
+  /// `f(stream)` on the one stream this peer has.
+  template <class F> std::invoke_result_t<F&, asio_rdma::stream&> with_stream(F&& f) {
+    return rdma_ ? f(*rdma_) : f(*tcp_);
+  }
+
   std::optional<asio_rdma::stream> rdma_;
   std::optional<asio::ip::tcp::socket> tcp_;
 };
