@@ -9,6 +9,7 @@
 #pragma once
 
 #include "asio_alias.hpp"
+#include "async/object_pool.hpp"
 
 #include <asio_rdma/error.hpp>
 
@@ -32,48 +33,6 @@ struct callback {
   explicit operator bool() const noexcept { return function != nullptr; }
   void operator()() const { function(context); }
 };
-
-
-// The memory of the waiter's reactor wait: one block kept by the waiter, for an operation
-// that runs one at a time. Its memory then never comes from the heap nor from Asio's
-// per-thread recycling cache, which holds two blocks, so that two other handlers alive at
-// the same time (a send's and a receive's) still fit in that cache. A request that does
-// not fit, or comes while the block is taken, goes to the heap: correct, only slower.
-template <std::size_t Size> struct single_block {
-  bool in_use = false;
-  alignas(std::max_align_t) std::byte bytes[Size];
-};
-
-template <typename T, std::size_t Size> struct single_block_allocator {
-  using value_type = T;
-  template <typename U> struct rebind { using other = single_block_allocator<U, Size>; };
-
-  single_block<Size>* block;
-
-  explicit single_block_allocator(single_block<Size>* b) noexcept : block(b) {}
-  template <typename U>
-  single_block_allocator(const single_block_allocator<U, Size>& other) noexcept
-      : block(other.block) {}
-
-  T* allocate(std::size_t n) {
-    if (!block->in_use && n * sizeof(T) <= Size && alignof(T) <= alignof(std::max_align_t)) {
-      block->in_use = true;
-      return reinterpret_cast<T*>(block->bytes);
-    }
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, std::size_t n) noexcept {
-    if (reinterpret_cast<std::byte*>(p) == block->bytes)
-      block->in_use = false;
-    else
-      std::allocator<T>().deallocate(p, n);
-  }
-  template <typename U>
-  bool operator==(const single_block_allocator<U, Size>& other) const noexcept {
-    return block == other.block;
-  }
-};
-
 
 class fd_waiter {
 public:
@@ -119,15 +78,15 @@ private:
   static constexpr std::size_t wait_memory = 256;
   /// What the pending wait shares with the waiter: whether the waiter still exists, and
   /// the memory of the wait's reactor operation (one; the rare second wait at a time, a
-  /// write beside a read, goes to the heap. See single_block_allocator; callgrind:
+  /// write beside a read, goes to the heap. See async/object_pool.hpp; callgrind:
   /// about 150 instructions a round trip less than malloc and free on every wake-up). The
   /// handler keeps the state alive: Asio frees an operation's memory after moving the
   /// handler out of it, also when the io_context is destroyed with the wait pending.
   struct wait_state {
     bool alive = true;
-    single_block<wait_memory> memory;
+    handler_block<wait_memory> memory;
   };
-  using wait_allocator = single_block_allocator<void, wait_memory>;
+  using wait_allocator = handler_block_allocator<void, wait_memory>;
 
   /// One direction's callback and state.
   struct side {

@@ -1,5 +1,7 @@
-// A free list of reusable objects: grows on demand, never shrinks, so the
-// steady state allocates nothing; and the intrusive queue the data path keeps them in.
+// The memory the data path reuses, so that its steady state allocates nothing: a free
+// list of reusable objects (grows on demand, never shrinks), the intrusive queue the data
+// path keeps them in, and handler blocks (the memory of a handler that runs one at a
+// time).
 #pragma once
 
 #include <boost/assert.hpp>
@@ -10,6 +12,7 @@
 #include <cstddef>
 #include <iterator>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace asio_rdma::detail {
@@ -96,6 +99,67 @@ private:
   boost::intrusive::list<T, boost::intrusive::base_hook<queue_hook>,
                          boost::intrusive::constant_time_size<false>>
       list_;
+};
+
+// The memory of a handler that runs one at a time: one block kept by its owner (the fd
+// waiter's reactor wait, each kind of a stream's or an RPC transport's operations), so
+// that the handler never comes from the heap nor from Asio's per-thread recycling cache.
+// That cache holds two blocks, so two other handlers alive at the same time (a send's and
+// a receive's) still fit in it. A request that does not fit, or comes while the block is
+// taken, goes to the heap: correct, only slower.
+//
+// A handler that holds the very object whose member its block is needs one more thing.
+// Destroyed without being called (an io_context destroyed with the handler queued), Asio's
+// any_completion_handler destroys the handler first and frees its memory after: the
+// handler must not release the last reference to its owner then. It parks it in the block
+// (release_after_free), and deallocate() releases it once the block is no longer touched.
+// test/unit/async/fd_waiter_test.cpp covers the allocator.
+template <std::size_t Size> struct handler_block {
+  bool in_use = false;
+  std::shared_ptr<void> owner_after_free; // see release_after_free
+  alignas(std::max_align_t) std::byte bytes[Size];
+};
+
+/// For the destructor of a handler whose memory is `block` and which holds `owner`, the
+/// block's owner: if that is the last reference, it is released after the handler's memory
+/// is freed, not now. A handler that ran has handed its reference on.
+template <std::size_t Size, typename T>
+void release_after_free(handler_block<Size>* block, std::shared_ptr<T>& owner) noexcept {
+  if (owner && owner.use_count() == 1)
+    block->owner_after_free = std::move(owner);
+}
+
+template <typename T, std::size_t Size> struct handler_block_allocator {
+  using value_type = T;
+  template <typename U> struct rebind { using other = handler_block_allocator<U, Size>; };
+
+  handler_block<Size>* block;
+
+  explicit handler_block_allocator(handler_block<Size>* b) noexcept : block(b) {}
+  template <typename U>
+  handler_block_allocator(const handler_block_allocator<U, Size>& other) noexcept
+      : block(other.block) {}
+
+  T* allocate(std::size_t n) {
+    if (!block->in_use && n * sizeof(T) <= Size && alignof(T) <= alignof(std::max_align_t)) {
+      block->in_use = true;
+      return reinterpret_cast<T*>(block->bytes);
+    }
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (reinterpret_cast<std::byte*>(p) == block->bytes)
+      block->in_use = false;
+    else
+      std::allocator<T>().deallocate(p, n);
+    if (block->owner_after_free) {
+      auto last = std::move(block->owner_after_free); // may destroy the block: touch it no more
+    }
+  }
+  template <typename U>
+  bool operator==(const handler_block_allocator<U, Size>& other) const noexcept {
+    return block == other.block;
+  }
 };
 
 } // namespace asio_rdma::detail

@@ -7,6 +7,8 @@
 #include <asio_rdma/detail/buffer_array.hpp>
 
 #include <boost/asio/buffer.hpp>
+#include <boost/assert.hpp>
+#include <boost/circular_buffer.hpp>
 
 #include <infiniband/verbs.h>
 
@@ -15,12 +17,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 namespace asio_rdma::detail {
 
 struct arrived_message {
-  std::uint32_t slot = 0;   // receive ring slot that holds the bytes
+  std::uint32_t slot = 0; // receive ring slot that holds the bytes
   std::uint32_t length = 0;
   std::uint32_t immediate = 0; // host order
   bool has_immediate = false;
@@ -41,38 +42,23 @@ struct arrived_message {
 /// A fixed ring: at most as many messages can be waiting as receive buffers
 /// were posted, so its capacity is the receive queue depth and push never
 /// allocates.
-///
-/// Not boost::circular_buffer, although it would do the same: with it, the load test's
-/// a_million_messages_with_flat_memory (test/integration/load_test.cpp) failed, its
-/// resident memory growing by 13 MiB over the million messages (73,936 -> 87,404 KiB;
-/// 18-25 MiB in an earlier attempt), and passed again with this ring on the same build.
-/// The cause was not found: circular_buffer alone, pushed and popped 50 million times on
-/// the host, stays flat. Until it is, the library keeps what it has measured flat.
 class arrival_queue {
 public:
-  void reset(std::size_t capacity) {
-    ring_.assign(capacity, arrived_message{});
-    head_ = count_ = 0;
-  }
-  bool empty() const noexcept { return count_ == 0; }
-  std::size_t size() const noexcept { return count_; }
-  bool full() const noexcept { return count_ == ring_.size(); }
+  void reset(std::size_t capacity) { ring_ = boost::circular_buffer<arrived_message>(capacity); }
+  bool empty() const noexcept { return ring_.empty(); }
+  std::size_t size() const noexcept { return ring_.size(); }
+  bool full() const noexcept { return ring_.full(); }
 
   /// The caller guarantees room (one slot per posted receive buffer).
   void push(const arrived_message& m) noexcept {
-    ring_[(head_ + count_) % ring_.size()] = m;
-    ++count_;
+    BOOST_ASSERT(!ring_.full()); // circular_buffer would overwrite the oldest
+    ring_.push_back(m);
   }
-  const arrived_message& front() const noexcept { return ring_[head_]; }
-  void pop() noexcept {
-    head_ = (head_ + 1) % ring_.size();
-    --count_;
-  }
+  const arrived_message& front() const noexcept { return ring_.front(); }
+  void pop() noexcept { ring_.pop_front(); }
 
 private:
-  std::vector<arrived_message> ring_;
-  std::size_t head_ = 0;
-  std::size_t count_ = 0;
+  boost::circular_buffer<arrived_message> ring_;
 };
 
 /// True if `msg` can be taken by a receive into `destination`: its bytes fit, or it has

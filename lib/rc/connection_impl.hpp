@@ -19,6 +19,7 @@
 
 #include <asio_rdma/connection.hpp>
 #include <asio_rdma/connection_options.hpp>
+#include <asio_rdma/detail/posted_continuation.hpp>
 #include <asio_rdma/queue_pair_endpoint.hpp>
 
 #include <boost/asio/cancellation_type.hpp>
@@ -128,6 +129,19 @@ private:
         (self.get()->*member)();
     });
   }
+  /// Runs `member` from a task posted to the connection's executor: once, however often
+  /// this is called before the task runs (`flag` is set meanwhile). The task holds the
+  /// connection and counts as posted work for a busy-polling completion queue.
+  template <bool connection_impl::*flag, void (connection_impl::*member)()> void post_once() {
+    if (this->*flag)
+      return;
+    this->*flag = true;
+    work_posted = true;
+    post_continuation(ex_, [self = shared_from_this()] {
+      self.get()->*flag = false;
+      (self.get()->*member)();
+    });
+  }
   error_code set_ack_timeout();
   error_code set_rnr_timer();
   void arm_keepalive();
@@ -145,7 +159,10 @@ private:
   void report_credits();
   static void on_report_complete(completion_target* target, const ibv_wc& wc, from origin);
 
-  void schedule_post();
+  void schedule_post() {
+    post_once<&connection_impl::post_scheduled_, &connection_impl::post_task>();
+  }
+  void post_task() { post_queued(); }
   /// Posts what the send queue has room for; the sends that complete when posted complete
   /// from `origin`.
   void post_sends(ibv_qp* qp, from origin);
@@ -169,7 +186,12 @@ private:
   error_code check_work(const work_request& request) const;
   void prepare_work(operation* op, const work_request& request);
   void deliver_waiting(from origin);
-  void schedule_delivery();
+  /// Delivers what has arrived to waiting receives from a posted task, and reposts the
+  /// buffers emptied.
+  void schedule_delivery() {
+    post_once<&connection_impl::delivery_scheduled_, &connection_impl::delivery_task>();
+  }
+  void delivery_task();
   void fail_waiting_receives(from origin);
 
   /// Enters the closing state: the queue pair goes to error so that posted

@@ -6,8 +6,6 @@
 #include "rc/shared_queues_impl.hpp"
 #include "verbs/verbs_error.hpp"
 
-#include <asio_rdma/detail/posted_continuation.hpp>
-
 namespace asio_rdma::detail {
 
 void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
@@ -47,16 +45,9 @@ void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
     schedule_delivery();
 }
 
-void connection_impl::schedule_delivery() {
-  if (delivery_scheduled_)
-    return;
-  delivery_scheduled_ = true;
-  work_posted = true;
-  post_continuation(ex_, [self = shared_from_this()] {
-    self->delivery_scheduled_ = false;
-    self->deliver_waiting(from::completion_path);
-    self->post_queued(); // repost the buffers just emptied
-  });
+void connection_impl::delivery_task() {
+  deliver_waiting(from::completion_path);
+  post_queued(); // repost the buffers just emptied
 }
 
 void connection_impl::on_receive_complete(completion_target* target, const ibv_wc& wc,

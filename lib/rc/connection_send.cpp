@@ -7,8 +7,6 @@
 #include "trace.hpp"
 #include "verbs/verbs_error.hpp"
 
-#include <asio_rdma/detail/posted_continuation.hpp>
-
 #include <arpa/inet.h>
 #include <cstring>
 
@@ -62,8 +60,7 @@ void connection_impl::send(const buffer_view<asio::const_buffer>& buffers,
   queue_send(op);
 }
 
-void connection_impl::work(const work_request& request, size_operation&& pending,
-                           bool overtakes) {
+void connection_impl::work(const work_request& request, size_operation&& pending, bool overtakes) {
   error_code ec = state_ != state::open ? ending_.for_new_work() : check_work(request);
   operation* op = new_op(op_kind::work);
   op->handler = std::move(pending);
@@ -244,14 +241,6 @@ void connection_impl::cancel(operation* op) {
   complete(op, asio::error::operation_aborted, 0, from::user_call);
 }
 
-void connection_impl::schedule_post() {
-  if (post_scheduled_)
-    return;
-  post_scheduled_ = true;
-  work_posted = true;
-  post_continuation(ex_, [self = shared_from_this()] { self->post_queued(); });
-}
-
 void connection_impl::after_cq_batch(void* context) {
   auto* self = static_cast<connection_impl*>(context);
   if (self->has_unposted_work())
@@ -356,14 +345,7 @@ void connection_impl::complete_posted_sends(ibv_send_wr* first, const ibv_send_w
     return;
   if (origin == from::completion_path)
     return run_due_handlers();
-  if (due_run_scheduled_)
-    return;
-  due_run_scheduled_ = true;
-  work_posted = true;
-  post_continuation(ex_, [self = shared_from_this()] {
-    self->due_run_scheduled_ = false;
-    self->run_due_handlers();
-  });
+  post_once<&connection_impl::due_run_scheduled_, &connection_impl::run_due_handlers>();
 }
 
 void connection_impl::run_due_handlers() {
@@ -430,8 +412,7 @@ void connection_impl::release_send_slot(operation* op) {
   }
 }
 
-void connection_impl::on_send_complete(completion_target* target, const ibv_wc& wc,
-                                       from origin) {
+void connection_impl::on_send_complete(completion_target* target, const ibv_wc& wc, from origin) {
   auto* op = static_cast<operation*>(target);
   connection_impl* self = op->owner;
   ++self->completions_;
@@ -440,10 +421,9 @@ void connection_impl::on_send_complete(completion_target* target, const ibv_wc& 
   if (self->shared_)
     keep_alive = self->shared_from_this();
   // Unsignalled requests posted before this one have completed successfully.
-  self->sends_.completed(op, wc.status,
-                        [self, origin](operation* done, ibv_wc_status status) {
-                          self->finish_posted(done, status, origin);
-                        });
+  self->sends_.completed(op, wc.status, [self, origin](operation* done, ibv_wc_status status) {
+    self->finish_posted(done, status, origin);
+  });
   if (self->shared_ && self->sends_.has_queued())
     self->schedule_post(); // no per-connection batch end on a shared CQ
   self->maybe_finish_close();
@@ -500,7 +480,8 @@ void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, 
     op_pool_.put(op);
     if (counted)
       op_finished();
-    handler.complete(ex_, origin, ec, message ? *message : received_message{bytes, std::nullopt, false});
+    handler.complete(ex_, origin, ec,
+                     message ? *message : received_message{bytes, std::nullopt, false});
     return;
   }
   auto handler = std::move(op->handler);

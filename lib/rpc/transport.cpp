@@ -12,7 +12,7 @@ namespace asio_rdma::rpc::detail {
 namespace {
 
 using asio_rdma::detail::block_handler;
-using asio_rdma::detail::stream_handler_block;
+using asio_rdma::detail::handler_block;
 
 /// Room for the operation state of one write or read of either stream, handler included
 /// (a TCP socket's reactor operation is the largest): larger ones fall back to the heap.
@@ -22,7 +22,7 @@ constexpr std::size_t io_memory_size = 512;
 /// time, each with its own block, so no operation's state comes from the heap (Asio's
 /// recycled memory holds two blocks per thread, fewer than a call has operations).
 block_handler<io_memory_size, void, decltype(io_done::fn)>
-in_block(io_done&& done, stream_handler_block<io_memory_size>& block) {
+in_block(io_done&& done, handler_block<io_memory_size>& block) {
   return {std::move(done.owner), &block, done.fn};
 }
 
@@ -46,9 +46,8 @@ public:
     if constexpr (std::is_same_v<Stream, boost::asio::ip::tcp::socket>) {
       boost::system::error_code ec;
       stream_.shutdown(boost::asio::ip::tcp::socket::shutdown_send, ec);
-      boost::asio::post(stream_.get_executor(), [done = std::move(done), ec] {
-        done.fn(done.owner.get(), ec, 0);
-      });
+      boost::asio::post(stream_.get_executor(),
+                        [done = std::move(done), ec] { done.fn(done.owner.get(), ec, 0); });
     } else {
       stream_.async_shutdown([done = std::move(done)](const boost::system::error_code& ec) {
         done.fn(done.owner.get(), ec, 0);
@@ -75,7 +74,7 @@ public:
 
 private:
   Stream stream_;
-  stream_handler_block<io_memory_size> write_memory_, read_memory_;
+  handler_block<io_memory_size> write_memory_, read_memory_;
 };
 
 } // namespace

@@ -49,7 +49,7 @@ struct stream_impl::received {
       release_after_free(&self->receive_memory_, self);
   }
 
-  using allocator_type = stream_handler_allocator<void, sizeof(handler_memory::bytes)>;
+  using allocator_type = handler_block_allocator<void, sizeof(handler_memory::bytes)>;
   allocator_type get_allocator() const noexcept { return allocator_type(&self->receive_memory_); }
 
   void operator()(error_code ec, const received_message& message) {
@@ -71,7 +71,7 @@ struct stream_impl::sent {
   sent(sent&&) noexcept = default;
   ~sent() { release_after_free(memory, self); }
 
-  using allocator_type = stream_handler_allocator<void, sizeof(handler_memory::bytes)>;
+  using allocator_type = handler_block_allocator<void, sizeof(handler_memory::bytes)>;
   allocator_type get_allocator() const noexcept { return allocator_type(memory); }
 
   void operator()(error_code ec, std::size_t) {
@@ -167,9 +167,9 @@ void stream_impl::fail(error_code ec, from origin) {
 void stream_impl::arm_receive(std::shared_ptr<stream_impl> self) {
   single_buffer<asio::mutable_buffer> control{asio::buffer(control_)};
   // The handler runs on the stream's executor: the connection calls it directly.
-  start_receive(conn_impl_, control.view(),
-                pending_operation<void(error_code, received_message)>(received(std::move(self)),
-                                                                      io_));
+  start_receive(
+      conn_impl_, control.view(),
+      pending_operation<void(error_code, received_message)>(received(std::move(self)), io_));
 }
 
 void stream_impl::on_received(error_code ec, const received_message& message,
@@ -190,8 +190,8 @@ void stream_impl::on_received(error_code ec, const received_message& message,
 
 bool stream_impl::handle(const received_message& message) {
   using what = wire::message::what;
-  const wire::message m = wire::parse(message.immediate, message.rdma_write, message.size,
-                                      control_.data());
+  const wire::message m =
+      wire::parse(message.immediate, message.rdma_write, message.size, control_.data());
   if (m.type == what::advertisement)
     return take_advertisement(m.advertised);
   if (!peer_.ring_size)
@@ -402,8 +402,7 @@ void stream_impl::write_posted(error_code ec, std::uint32_t) {
     fail(ec, from::completion_path);
 }
 
-void stream_impl::send_word(std::uint32_t word,
-                            std::array<std::byte, wire::word_size>& body,
+void stream_impl::send_word(std::uint32_t word, std::array<std::byte, wire::word_size>& body,
                             handler_memory& memory, sent_action then, std::uint32_t length) {
   if (immediate_)
     return start_send(conn_impl_, buffer_view<asio::const_buffer>{}, word,
@@ -477,7 +476,9 @@ stream& stream::operator=(stream&& other) noexcept {
   }
   return *this;
 }
-stream::~stream() { close(); }
+stream::~stream() {
+  close();
+}
 
 const connection& stream::underlying_connection() const noexcept {
   static const connection none;
@@ -487,7 +488,9 @@ connection& stream::underlying_connection() noexcept {
   static connection none;
   return impl_ ? impl_->conn() : none;
 }
-bool stream::is_open() const noexcept { return impl_ && impl_->conn().is_open(); }
+bool stream::is_open() const noexcept {
+  return impl_ && impl_->conn().is_open();
+}
 void stream::close() noexcept {
   if (impl_)
     impl_->close();

@@ -45,7 +45,7 @@ private:
   /// What to do when a send or RDMA write of the stream's completes: (error, the data
   /// length it carried).
   using sent_action = void (stream_impl::*)(error_code, std::uint32_t);
-  using handler_memory = stream_handler_block<160>;
+  using handler_memory = handler_block<160>;
 
   /// At most this many RDMA writes of data in flight, each at most post_size_ bytes (a
   /// quarter of the send buffer, so that they overlap); bytes written meanwhile are

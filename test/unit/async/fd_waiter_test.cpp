@@ -1,6 +1,6 @@
 // The fd waiter (lib/async/fd_waiter.hpp) on a pipe, without a device: it calls back
 // while interest is declared and leaves no work when none is; its wait's memory is a
-// block of its own (single_block_allocator), which outlives the waiter and the
+// block of its own (handler_block_allocator), which outlives the waiter and the
 // io_context when a wait is still pending.
 #define BOOST_TEST_MODULE fd_waiter
 #include <boost/test/unit_test.hpp>
@@ -19,8 +19,8 @@
 namespace asio = boost::asio;
 using asio_rdma::detail::callback;
 using asio_rdma::detail::fd_waiter;
-using asio_rdma::detail::single_block;
-using asio_rdma::detail::single_block_allocator;
+using asio_rdma::detail::handler_block;
+using asio_rdma::detail::handler_block_allocator;
 
 namespace {
 
@@ -66,9 +66,9 @@ struct waiting_on_pipe {
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(single_block_allocator_serves_its_block_once_at_a_time) {
-  single_block<64> block;
-  single_block_allocator<long, 64> alloc(&block);
+BOOST_AUTO_TEST_CASE(handler_block_allocator_serves_its_block_once_at_a_time) {
+  handler_block<64> block;
+  handler_block_allocator<long, 64> alloc(&block);
   long* first = alloc.allocate(2);
   BOOST_TEST(reinterpret_cast<std::byte*>(first) == block.bytes);
   BOOST_TEST(block.in_use);
@@ -83,7 +83,7 @@ BOOST_AUTO_TEST_CASE(single_block_allocator_serves_its_block_once_at_a_time) {
   BOOST_TEST(!block.in_use);
   alloc.deallocate(too_big, 9);
   // Rebound copies share the block (Asio rebinds to its operation type).
-  single_block_allocator<char, 64> rebound(alloc);
+  handler_block_allocator<char, 64> rebound(alloc);
   BOOST_TEST((rebound == alloc));
   char* again = rebound.allocate(64);
   BOOST_TEST(reinterpret_cast<std::byte*>(again) == block.bytes);
