@@ -103,7 +103,10 @@ public:
   /// asio::error::operation_aborted (closed or cancelled),
   /// asio::error::timed_out (the handshake did not finish within the
   /// connection timeout), asio::error::connection_aborted (the requester gave
-  /// up before its request was taken), errors of the device. Cancellation (any type)
+  /// up while its request was being accepted), errors of the device. A request
+  /// whose requester gave up while it was queued is dropped, not handed over
+  /// (RoCE and InfiniBand; on iWARP the requester's queue pair still waits for
+  /// the answer, and the connection it gets ends). Cancellation (any type)
   /// withdraws the wait; a request already being accepted is abandoned.
   ///
   /// On iWARP the accepted end must not send before the connecting end's first

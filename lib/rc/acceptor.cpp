@@ -3,6 +3,7 @@
 #include "cm/endpoint.hpp"
 #include "internal_access.hpp"
 #include "rc/pending_request.hpp"
+#include "trace.hpp"
 #include "verbs/verbs_error.hpp"
 
 #include <asio_rdma/acceptor.hpp>
@@ -12,6 +13,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <variant>
@@ -120,11 +122,27 @@ private:
 
   void match() {
     while (!waiters_.empty() && !requests_.empty()) {
-      waiter w = take(waiters_.begin());
       auto request = std::move(requests_.front());
       requests_.pop_front();
+      if (requester_gave_up(*request)) {
+        ASIO_RDMA_TRACE("acceptor: dropped a request whose requester gave up");
+        continue; // as Linux drops a TCP connection reset before accept() takes it
+      }
+      waiter w = take(waiters_.begin());
       finish(w, {}, std::move(request), from::completion_path);
     }
+  }
+
+  /// True if the request's requester has given up (its connect timed out or was
+  /// cancelled): its connection manager state is idle again, so rdma_cm can no longer say
+  /// how to bring a queue pair up for it. Asked here because the kernel drops the events
+  /// of a request's id until the request has been read (RoCE's reject among them), and
+  /// the acceptor reads requests only while an operation waits for one.
+  static bool requester_gave_up(const pending_request& request) {
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    int mask = 0;
+    return ::rdma_init_qp_attr(request.id.get(), &attr, &mask) != 0 && errno == EINVAL;
   }
 
   waiter take(std::deque<waiter>::iterator it) {
@@ -154,7 +172,8 @@ private:
       return start_accept_request_as_connection(std::move(request), options_.connection,
                                                 std::move(*as_connection));
     }
-    auto result = ec ? connection_request() : internal_access::make_request(std::move(request), ex_);
+    auto result =
+        ec ? connection_request() : internal_access::make_request(std::move(request), ex_);
     std::get<0>(w.handler).complete(ex_, origin, ec, std::move(result));
   }
 
@@ -197,7 +216,9 @@ acceptor& acceptor::operator=(acceptor&& other) noexcept {
   }
   return *this;
 }
-acceptor::~acceptor() { close(); }
+acceptor::~acceptor() {
+  close();
+}
 
 void acceptor::listen(const std::string& address, std::uint16_t port,
                       const acceptor_options& options) {
@@ -212,7 +233,9 @@ void acceptor::listen(const std::string& address, std::uint16_t port,
   impl_->listen(address, port, options, ec);
 }
 
-bool acceptor::is_open() const noexcept { return impl_ && impl_->is_open(); }
+bool acceptor::is_open() const noexcept {
+  return impl_ && impl_->is_open();
+}
 
 boost::asio::ip::tcp::endpoint acceptor::local_endpoint() const {
   return impl_ ? impl_->local_endpoint() : boost::asio::ip::tcp::endpoint();
