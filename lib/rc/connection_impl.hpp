@@ -162,7 +162,7 @@ private:
   void schedule_post() {
     post_once<&connection_impl::post_scheduled_, &connection_impl::post_task>();
   }
-  void post_task() { post_queued(); }
+  void post_task() { post_queued(); } // the task schedule_post() posts
   /// Posts what the send queue has room for; the sends that complete when posted complete
   /// from `origin`.
   void post_sends(ibv_qp* qp, from origin);
@@ -191,7 +191,7 @@ private:
   void schedule_delivery() {
     post_once<&connection_impl::delivery_scheduled_, &connection_impl::delivery_task>();
   }
-  void delivery_task();
+  void delivery_task(); // the task schedule_delivery() posts
   void fail_waiting_receives(from origin);
 
   /// Enters the closing state: the queue pair goes to error so that posted
