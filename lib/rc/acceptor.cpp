@@ -137,7 +137,9 @@ private:
   /// cancelled): its connection manager state is idle again, so rdma_cm can no longer say
   /// how to bring a queue pair up for it. Asked here because the kernel drops the events
   /// of a request's id until the request has been read (RoCE's reject among them), and
-  /// the acceptor reads requests only while an operation waits for one.
+  /// the acceptor reads requests only while an operation waits for one. A requester that
+  /// gives up after this check is caught at the accept itself (connection_establish.cpp,
+  /// requester_gone: connection_aborted).
   static bool requester_gave_up(const pending_request& request) {
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_INIT;

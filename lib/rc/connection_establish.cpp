@@ -34,7 +34,10 @@ error_code address_error(error_code ec) {
 // The sizes are fitted to the device before the queue pair is made: rdma_cm refusing it
 // with EINVAL on the passive side (its INIT_QP_ATTR) means the request's id can no longer
 // connect, its requester having given up (timed out, cancelled) since it asked. Asio's
-// accept says connection_aborted for a TCP connection ended before it was accepted.
+// accept says connection_aborted for a TCP connection ended before it was accepted. The
+// acceptor drops such requests before handing them over (acceptor.cpp,
+// requester_gave_up, the same EINVAL asked for first); this covers a requester that gives
+// up between that check and this call.
 error_code requester_gone(error_code ec) {
   return ec == boost::system::errc::invalid_argument ? error_code(asio::error::connection_aborted)
                                                      : ec;
