@@ -34,7 +34,6 @@ struct session {
   test_parameters t;
   asio_rdma::memory_region region;
   asio_rdma::remote_buffer client_region;
-  std::vector<std::byte> buffer;
   bool stopped = false;
 };
 
@@ -48,14 +47,17 @@ awaitable<void> sender(std::shared_ptr<session> s, std::uint32_t slot) {
   }
 }
 
-/// Receives until end of stream; answers each message in latency mode.
+/// Receives until end of stream; answers each message in latency mode. The messages are
+/// received in place (async_receive_lent) and given back unread, as perftest's server and
+/// the raw-verbs mode repost their buffers untouched.
 awaitable<void> responder(std::shared_ptr<session> s) {
   const bool answer = s->t.mode == test_mode::latency;
   auto local = s->region.slice(0, s->t.size);
   auto remote = s->client_region.slice(0, s->t.size);
   for (;;) {
-    auto [ec, message] =
-        co_await s->conn.async_receive_message(asio::buffer(s->buffer), tuple_awaitable);
+    auto [ec, lent] = co_await s->conn.async_receive_lent(tuple_awaitable);
+    const asio_rdma::received_message message = lent.message();
+    lent.release();
     if (ec) {
       if (ec != asio::error::eof && ec != asio::error::operation_aborted)
         std::cerr << "rdma_bench: session ended: " << ec.message() << std::endl;
@@ -144,7 +146,6 @@ awaitable<void> serve_one(asio_rdma::connection_request request) {
   s->t = *t;
   const std::size_t slots = t->mode == test_mode::latency ? 1 : t->depth;
   s->region = asio_rdma::memory_region(s->conn, slots * t->size, asio_rdma::access::all);
-  s->buffer.resize(options.max_message_size);
   // The client advertises its region first: on iWARP the accepting side must not send
   // before the connecting side's first message (MPA; docs/devices.md).
   auto theirs = co_await s->conn.async_receive_remote_buffer(options.timeout, asio::use_awaitable);

@@ -47,6 +47,61 @@ struct received_message {
   bool rdma_write = false;
 };
 
+/// A message left where it arrived, in one of the connection's own receive buffers, and
+/// lent to the handler of async_receive_lent: read in place, with no copy (UCX's
+/// ucp_stream_recv_data_nb and ucp_stream_data_release, in one object).
+///
+/// The buffer goes back to the connection, to be posted for a later message, when this
+/// object is destroyed or release() is called. Until then it holds one of the
+/// connection's receive_queue_depth buffers: while the receiver holds them all, the peer's
+/// sends wait for one (as for a receiver that does not read), so return them soon. It
+/// keeps its bytes valid after the connection is closed or destroyed. Move-only; release
+/// or destroy it on the connection's thread, before the io_context is destroyed, as any
+/// of the connection's objects.
+class lent_message {
+public:
+  lent_message() noexcept = default;
+  lent_message(lent_message&& other) noexcept
+      : message_(other.message_), data_(other.data_), lender_(std::move(other.lender_)),
+        slot_(other.slot_) {}
+  lent_message& operator=(lent_message&& other) noexcept {
+    if (this != &other) {
+      release();
+      message_ = other.message_;
+      data_ = other.data_;
+      lender_ = std::move(other.lender_);
+      slot_ = other.slot_;
+    }
+    return *this;
+  }
+  ~lent_message() { release(); }
+
+  /// The message's bytes, in the connection's receive buffer. Empty once released, and for
+  /// an RDMA write with immediate (its bytes are in the memory the peer wrote; size() says
+  /// how many).
+  boost::asio::const_buffer data() const noexcept { return {data_, lender_ ? message_.size : 0}; }
+  /// The message's size (kept after release()).
+  std::size_t size() const noexcept { return message_.size; }
+  /// Size, immediate data and kind, as async_receive_message reports them.
+  const received_message& message() const noexcept { return message_; }
+  /// True while this object holds one of the connection's receive buffers.
+  bool holds_buffer() const noexcept { return static_cast<bool>(lender_); }
+  /// Gives the buffer back to the connection now (nothing if it holds none).
+  void release() noexcept {
+    if (lender_)
+      give_back();
+  }
+
+private:
+  friend struct detail::internal_access;
+  void give_back() noexcept;
+
+  received_message message_;
+  const std::byte* data_ = nullptr;
+  std::shared_ptr<detail::connection_impl> lender_; // set while a buffer is held
+  std::uint32_t slot_ = 0;
+};
+
 /// One RC connection, established by async_connect() or accepted by an
 /// acceptor / connection_request (both over rdma_cm), or connected out of band
 /// by prepared_queue_pair::connect() (no rdma_cm: see prepared_queue_pair.hpp
@@ -268,6 +323,20 @@ public:
   template <typename MutableBufferSequence, typename CompletionToken = boost::asio::deferred_t>
   auto async_receive_message(const MutableBufferSequence& buffers, CompletionToken&& token = {});
 
+  /// Receives the next message without copying it: the handler gets the message in the
+  /// library's receive buffer (lent_message), to read in place and give back. For large
+  /// messages this saves the copy async_receive makes; for a few bytes the two cost about
+  /// the same.
+  ///
+  /// Completion signature: void(error_code, lent_message). Delivered in order with the
+  /// other receives. An RDMA write with immediate lends nothing (its data is where the
+  /// peer wrote it): data() is empty, size() its length.
+  ///
+  /// Errors: those of async_receive but errc::buffer_too_small (every message fits).
+  /// Cancellation (any type) removes the pending receive; no message is lost.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_receive_lent(CompletionToken&& token = {});
+
   /// Advertises `remote` to the peer: sends its 24-byte encoding as one
   /// message (libiwarp's iw_post_send_adv). Completion signature:
   /// void(error_code, std::size_t).
@@ -328,10 +397,10 @@ namespace detail {
 // A connection's entries into lib/, one per operation, each (implementation, the
 // operation's arguments, its pending_operation). Sends, one-sided operations and batches
 // complete with a size (an atomic's result travels in it: one type on LP64); every
-// receive completes with the received_message (async_receive's handler reads its size:
-// see size_of_message).
+// receive completes with a lent_message, which lends its buffer only to async_receive_lent
+// (async_receive's handler reads its size: see receive_adapter).
 using size_operation = pending_operation<void(error_code, std::size_t)>;
-using message_operation = pending_operation<void(error_code, received_message)>;
+using message_operation = pending_operation<void(error_code, lent_message)>;
 using connection_operation = pending_operation<void(error_code, connection)>;
 void start_send(connection_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
                 std::optional<std::uint32_t> immediate, size_operation&& op);
@@ -340,6 +409,7 @@ void start_batch(connection_impl* impl, std::span<const batch_entry> entries,
                  size_operation&& op);
 void start_receive(connection_impl* impl, const buffer_view<boost::asio::mutable_buffer>& buffers,
                    message_operation&& op);
+void start_receive_lent(connection_impl* impl, message_operation&& op);
 void start_disconnect(connection_impl* impl, pending_operation<void(error_code)>&& op);
 } // namespace detail
 

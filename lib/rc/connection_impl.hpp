@@ -61,7 +61,12 @@ public:
   /// `overtakes`: may pass every queued request (keepalive's probe).
   void work(const work_request& request, size_operation&& pending, bool overtakes = false);
   void batch(std::span<const batch_entry> entries, size_operation&& pending);
-  void receive(const buffer_view<asio::mutable_buffer>& buffers, message_operation&& pending);
+  /// A receive into `buffers`, or with `lends`, one that lends the message in its ring slot
+  /// (buffers empty).
+  void receive(const buffer_view<asio::mutable_buffer>& buffers, message_operation&& pending,
+               bool lends = false);
+  /// A lent_message gives its ring slot back (lent_message::release).
+  void take_back(std::uint32_t slot) noexcept;
   void disconnect(pending_operation<void(error_code)>&& pending);
   void close() noexcept;
 
@@ -180,7 +185,8 @@ private:
   static void on_send_complete(completion_target* target, const ibv_wc& wc, from origin);
   static void on_receive_complete(completion_target* target, const ibv_wc& wc, from origin);
   void deliver(operation* op, from origin);
-  /// Completes receive `op` with `msg`, which is no longer queued, and frees its slot.
+  /// Completes receive `op` with `msg`, which is no longer queued, and frees its slot
+  /// (unless `op` lends it).
   void hand_over(operation* op, const arrived_message& msg, from origin);
   void release_receive(std::uint32_t slot);
   error_code check_work(const work_request& request) const;
@@ -224,7 +230,7 @@ private:
   /// Completes `op` from `origin`: a receive with `message` (its size `bytes` when there
   /// is none), any other operation with `bytes`.
   void complete(operation* op, error_code ec, std::size_t bytes, from origin,
-                const received_message* message = nullptr);
+                lent_message* message = nullptr);
   operation* new_op(op_kind kind);
   /// Queues a signalled zero-length RDMA write (keepalive's probe; a close's linger),
   /// whatever the state: its completion says the peer acknowledged everything before it.

@@ -3,6 +3,7 @@
 // order, reposting the buffers.
 #include "rc/connection_impl.hpp"
 
+#include "internal_access.hpp"
 #include "rc/shared_queues_impl.hpp"
 #include "verbs/verbs_error.hpp"
 
@@ -13,11 +14,18 @@ void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer
   impl->receive(buffers, std::move(pending));
 }
 
+void start_receive_lent(connection_impl* impl, message_operation&& pending) {
+  impl->receive({}, std::move(pending), true);
+}
+
 void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
-                              message_operation&& pending) {
+                              message_operation&& pending, bool lends) {
   operation* op = new_op(op_kind::receive);
   op->receive_handler = std::move(pending);
   op->destination.assign(buffers);
+  op->lends = lends;
+  if (lends)
+    op->destination.total_size = SIZE_MAX; // every message fits (fits()): none is copied
   if (op->destination.too_many)
     return complete(op, asio::error::invalid_argument, 0, from::user_call);
   // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
@@ -105,15 +113,27 @@ void connection_impl::deliver(operation* op, from origin) {
 }
 
 void connection_impl::hand_over(operation* op, const arrived_message& msg, from origin) {
-  if (!msg.rdma_write)
-    scatter(receives_->slot(msg.slot), msg.length, op->destination);
-  release_receive(msg.slot);
-  received_message result;
-  result.size = msg.length;
-  if (msg.has_immediate)
-    result.immediate = msg.immediate;
-  result.rdma_write = msg.rdma_write;
+  const bool lend = op->lends && !msg.rdma_write;
+  if (!lend) {
+    if (!msg.rdma_write)
+      scatter(receives_->slot(msg.slot), msg.length, op->destination);
+    release_receive(msg.slot);
+  }
+  lent_message result;
+  internal_access::set_message(result, msg.length,
+                               msg.has_immediate ? std::optional(msg.immediate) : std::nullopt,
+                               msg.rdma_write);
+  if (lend)
+    internal_access::lend(result, shared_from_this(), msg.slot, receives_->slot(msg.slot));
   complete(op, {}, msg.length, origin, &result);
+}
+
+void connection_impl::take_back(std::uint32_t slot) noexcept {
+  release_receive(slot);
+  // A shared receive queue reposts its own; a ring of our own is reposted at the end of
+  // this turn (or of the completion batch running now), as an emptied slot is.
+  if (!shared_ && state_ == state::open && !(cq_ && cq_->polling()))
+    schedule_post();
 }
 
 void connection_impl::release_receive(std::uint32_t slot) {
@@ -124,3 +144,12 @@ void connection_impl::release_receive(std::uint32_t slot) {
 }
 
 } // namespace asio_rdma::detail
+
+namespace asio_rdma {
+
+void lent_message::give_back() noexcept {
+  auto lender = std::move(lender_); // the last reference may go with it
+  lender->take_back(slot_);
+}
+
+} // namespace asio_rdma

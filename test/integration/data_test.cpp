@@ -435,3 +435,150 @@ BOOST_AUTO_TEST_CASE(receive_handlers_run_in_message_order) {
       co_await all.async_wait(asio::as_tuple(use_awaitable));
   });
 }
+
+// ---------------------------------------------------------------- receives in place
+
+namespace {
+
+/// The bytes a lent message holds, for comparing.
+std::vector<std::byte> bytes_of(const ar::lent_message& m) {
+  const auto* p = static_cast<const std::byte*>(m.data().data());
+  return {p, p + m.data().size()};
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(lent_messages_hold_their_buffers_until_released) {
+  // Four receive buffers, all lent out: the next message waits at the sender (it neither
+  // arrives nor fails) until one is given back, then arrives in order.
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options o;
+    o.receive_queue_depth = 4;
+    o.max_message_size = 4096;
+    auto p = co_await make_pair(o, o);
+    constexpr int total = 12;
+    auto ex = co_await asio::this_coro::executor;
+    asio::co_spawn(
+        ex,
+        [&]() -> awaitable<void> {
+          for (int i = 0; i < total; ++i) {
+            auto m = message(i, 100 + i * 300);
+            co_await p.client.async_send(asio::buffer(m), use_awaitable);
+          }
+        },
+        ar::test::report_failure);
+    std::vector<ar::lent_message> held;
+    for (int i = 0; i < 4; ++i) {
+      auto m = co_await p.server.async_receive_lent(use_awaitable);
+      BOOST_TEST(m.holds_buffer());
+      BOOST_TEST(m.size() == std::size_t(100 + i * 300));
+      BOOST_TEST(bytes_of(m) == message(i, 100 + i * 300), "message " << i);
+      held.push_back(std::move(m));
+    }
+    bool fifth = false;
+    ar::lent_message next;
+    p.server.async_receive_lent([&](ar::error_code ec, ar::lent_message m) {
+      BOOST_TEST(!ec, ec.message());
+      next = std::move(m);
+      fifth = true;
+    });
+    co_await sleep_ms(300);
+    BOOST_TEST(!fifth); // no buffer was posted for it
+    BOOST_TEST(p.client.is_open());
+    // Still readable while held, whatever arrives meanwhile.
+    BOOST_TEST(bytes_of(held[0]) == message(0, 100));
+    held[1].release();
+    BOOST_TEST(!held[1].holds_buffer());
+    BOOST_TEST(held[1].data().size() == 0u);
+    BOOST_TEST(held[1].size() == 400u); // the description stays
+    for (int i = 0; i < 200 && !fifth; ++i)
+      co_await sleep_ms(10);
+    BOOST_TEST(fifth);
+    BOOST_TEST(bytes_of(next) == message(4, 1300));
+    held.clear();
+    next.release();
+    // The rest, lent and copied alternately, in order.
+    std::vector<std::byte> in(4096);
+    for (int i = 5; i < total; ++i) {
+      const auto expect = message(i, 100 + i * 300);
+      if (i % 2) {
+        auto m = co_await p.server.async_receive_lent(use_awaitable);
+        BOOST_TEST(bytes_of(m) == expect, "message " << i);
+      } else {
+        auto n = co_await p.server.async_receive(asio::buffer(in), use_awaitable);
+        BOOST_TEST(n == expect.size());
+        BOOST_TEST(std::equal(expect.begin(), expect.end(), in.begin()), "message " << i);
+      }
+    }
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_lent_message_outlives_its_connection) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    const auto expect = message(7, 1000);
+    co_await p.client.async_send(asio::buffer(expect), use_awaitable);
+    ar::lent_message m;
+    {
+      ar::connection server = std::move(p.server);
+      m = co_await server.async_receive_lent(use_awaitable);
+      server.close();
+    } // the connection is gone; the lent message keeps its buffer
+    co_await sleep_ms(50);
+    BOOST_TEST(bytes_of(m) == expect);
+    m.release();
+    auto [ec, n] = co_await p.client.async_receive(asio::buffer(asio::mutable_buffer()),
+                                                   asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == asio::error::eof, ec.message());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(lent_receives_report_immediates_errors_and_cancellation) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair();
+    // Cancelled while waiting: no message is lost.
+    asio::cancellation_signal cancel;
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer t(ex, std::chrono::milliseconds(50));
+    t.async_wait([&](auto) { cancel.emit(asio::cancellation_type::terminal); });
+    auto [ec, m] = co_await p.server.async_receive_lent(
+        asio::bind_cancellation_slot(cancel.slot(), asio::as_tuple(use_awaitable)));
+    BOOST_TEST(ec == asio::error::operation_aborted, ec.message());
+    BOOST_TEST(!m.holds_buffer());
+    co_await p.client.async_send(asio::buffer("after", 5), use_awaitable);
+    m = co_await p.server.async_receive_lent(use_awaitable);
+    BOOST_TEST(std::string(static_cast<const char*>(m.data().data()), m.size()) == "after");
+    BOOST_TEST(!m.message().immediate);
+    if (ar::test::device_under_test().immediate_data) {
+      // A send with immediate data lends its bytes and reports the value; an RDMA write
+      // with immediate lends nothing (its bytes are where it wrote them).
+      co_await p.client.async_send_with_imm(asio::buffer("imm", 3), 42, use_awaitable);
+      m = co_await p.server.async_receive_lent(use_awaitable);
+      BOOST_TEST(m.message().immediate.value_or(0) == 42u);
+      BOOST_TEST(std::string(static_cast<const char*>(m.data().data()), m.size()) == "imm");
+      ar::memory_region target(p.server, 4096, ar::access::remote_write);
+      ar::memory_region local(p.client, 4096, ar::access::local_write);
+      co_await p.client.async_write_with_imm(local.slice(0, 1000), target.remote(), 7,
+                                             use_awaitable);
+      m = co_await p.server.async_receive_lent(use_awaitable);
+      BOOST_TEST(m.message().rdma_write);
+      BOOST_TEST(m.size() == 1000u);
+      BOOST_TEST(!m.holds_buffer());
+      BOOST_TEST(m.data().size() == 0u);
+    }
+    // A message that arrived before the peer's disconnect is still delivered, then eof; a
+    // connection that was never open fails with not_connected.
+    co_await p.client.async_send(asio::buffer("last", 4), use_awaitable);
+    co_await p.client.async_disconnect(use_awaitable);
+    m = co_await p.server.async_receive_lent(use_awaitable);
+    BOOST_TEST(std::string(static_cast<const char*>(m.data().data()), m.size()) == "last");
+    std::tie(ec, m) = co_await p.server.async_receive_lent(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == asio::error::eof, ec.message());
+    ar::connection never_open;
+    std::tie(ec, m) = co_await never_open.async_receive_lent(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == asio::error::not_connected, ec.message());
+  });
+}
