@@ -21,19 +21,6 @@ struct internal_access {
     return connection_request(std::move(request), std::move(ex));
   }
   static connection_impl* impl(const connection& c) noexcept { return c.impl_.get(); }
-  /// A received message's description, and the ring slot it lends (async_receive_lent).
-  static void set_message(lent_message& m, std::size_t size, std::optional<std::uint32_t> immediate,
-                          bool rdma_write) noexcept {
-    m.message_.size = size;
-    m.message_.immediate = immediate;
-    m.message_.rdma_write = rdma_write;
-  }
-  static void lend(lent_message& m, std::shared_ptr<connection_impl> lender, std::uint32_t slot,
-                   const std::byte* data) noexcept {
-    m.lender_ = std::move(lender);
-    m.slot_ = slot;
-    m.data_ = data;
-  }
   static const std::shared_ptr<shared_queues_impl>& impl(const shared_queues& q) noexcept {
     return q.impl_;
   }

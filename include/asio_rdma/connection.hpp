@@ -33,6 +33,9 @@ namespace asio_rdma {
 namespace detail {
 class connection_impl;
 struct internal_access;
+template <typename Handler> struct lend_adapter;
+/// The bytes of receive ring slot `slot` of `impl` (lent to async_receive_lent).
+const std::byte* lent_bytes(connection_impl* impl, std::uint32_t slot) noexcept;
 } // namespace detail
 
 /// What async_receive_message reports about one received message.
@@ -45,6 +48,13 @@ struct received_message {
   std::optional<std::uint32_t> immediate;
   /// True if this completion reports an RDMA write with immediate.
   bool rdma_write = false;
+  /// \cond INTERNAL
+  /// async_receive_lent's message lies in receive ring slot `lent_slot` (its lent_message
+  /// takes it over); false for every other receive. In the padding after rdma_write, so
+  /// that the copying receives pay nothing for it. Not for users: it owns nothing.
+  bool lent = false;
+  std::uint32_t lent_slot = 0;
+  /// \endcond
 };
 
 /// A message left where it arrived, in one of the connection's own receive buffers, and
@@ -60,6 +70,7 @@ struct received_message {
 /// of the connection's objects.
 class lent_message {
 public:
+  /// Holds no message.
   lent_message() noexcept = default;
   lent_message(lent_message&& other) noexcept
       : message_(other.message_), data_(other.data_), lender_(std::move(other.lender_)),
@@ -93,7 +104,16 @@ public:
   }
 
 private:
-  friend struct detail::internal_access;
+  template <typename Handler> friend struct detail::lend_adapter;
+  lent_message(const received_message& message,
+               std::shared_ptr<detail::connection_impl>&& lender) noexcept
+      : message_(message), slot_(message.lent_slot) {
+    message_.lent = false;
+    if (message.lent) {
+      lender_ = std::move(lender);
+      data_ = detail::lent_bytes(lender_.get(), slot_);
+    }
+  }
   void give_back() noexcept;
 
   received_message message_;
@@ -397,10 +417,10 @@ namespace detail {
 // A connection's entries into lib/, one per operation, each (implementation, the
 // operation's arguments, its pending_operation). Sends, one-sided operations and batches
 // complete with a size (an atomic's result travels in it: one type on LP64); every
-// receive completes with a lent_message, which lends its buffer only to async_receive_lent
-// (async_receive's handler reads its size: see receive_adapter).
+// receive completes with the received_message, which lends a buffer only to
+// async_receive_lent (async_receive's handler reads its size: see size_of_message).
 using size_operation = pending_operation<void(error_code, std::size_t)>;
-using message_operation = pending_operation<void(error_code, lent_message)>;
+using message_operation = pending_operation<void(error_code, received_message)>;
 using connection_operation = pending_operation<void(error_code, connection)>;
 void start_send(connection_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
                 std::optional<std::uint32_t> immediate, size_operation&& op);

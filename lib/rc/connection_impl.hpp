@@ -67,6 +67,10 @@ public:
                bool lends = false);
   /// A lent_message gives its ring slot back (lent_message::release).
   void take_back(std::uint32_t slot) noexcept;
+  /// The bytes of receive ring slot `slot` (its own ring, or the shared receive queue's).
+  const std::byte* receive_slot_bytes(std::uint32_t slot) const noexcept {
+    return receives_->slot(slot);
+  }
   void disconnect(pending_operation<void(error_code)>&& pending);
   void close() noexcept;
 
@@ -230,7 +234,7 @@ private:
   /// Completes `op` from `origin`: a receive with `message` (its size `bytes` when there
   /// is none), any other operation with `bytes`.
   void complete(operation* op, error_code ec, std::size_t bytes, from origin,
-                lent_message* message = nullptr);
+                const received_message* message = nullptr);
   operation* new_op(op_kind kind);
   /// Queues a signalled zero-length RDMA write (keepalive's probe; a close's linger),
   /// whatever the state: its completion says the peer acknowledged everything before it.

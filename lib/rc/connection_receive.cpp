@@ -3,7 +3,6 @@
 // order, reposting the buffers.
 #include "rc/connection_impl.hpp"
 
-#include "internal_access.hpp"
 #include "rc/shared_queues_impl.hpp"
 #include "verbs/verbs_error.hpp"
 
@@ -113,18 +112,21 @@ void connection_impl::deliver(operation* op, from origin) {
 }
 
 void connection_impl::hand_over(operation* op, const arrived_message& msg, from origin) {
-  const bool lend = op->lends && !msg.rdma_write;
-  if (!lend) {
+  // A lending receive takes the slot as it is; an RDMA write with immediate has nothing
+  // in it to lend.
+  received_message result;
+  if (op->lends && !msg.rdma_write) [[unlikely]] {
+    result.lent = true;
+    result.lent_slot = msg.slot;
+  } else {
     if (!msg.rdma_write)
       scatter(receives_->slot(msg.slot), msg.length, op->destination);
     release_receive(msg.slot);
   }
-  lent_message result;
-  internal_access::set_message(result, msg.length,
-                               msg.has_immediate ? std::optional(msg.immediate) : std::nullopt,
-                               msg.rdma_write);
-  if (lend)
-    internal_access::lend(result, shared_from_this(), msg.slot, receives_->slot(msg.slot));
+  result.size = msg.length;
+  if (msg.has_immediate)
+    result.immediate = msg.immediate;
+  result.rdma_write = msg.rdma_write;
   complete(op, {}, msg.length, origin, &result);
 }
 
@@ -146,6 +148,10 @@ void connection_impl::release_receive(std::uint32_t slot) {
 } // namespace asio_rdma::detail
 
 namespace asio_rdma {
+
+const std::byte* detail::lent_bytes(detail::connection_impl* impl, std::uint32_t slot) noexcept {
+  return impl->receive_slot_bytes(slot);
+}
 
 void lent_message::give_back() noexcept {
   auto lender = std::move(lender_); // the last reference may go with it

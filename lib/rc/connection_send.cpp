@@ -460,7 +460,7 @@ void connection_impl::finish_posted(operation* op, ibv_wc_status status, from or
 }
 
 void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, from origin,
-                               lent_message* message) {
+                               const received_message* message) {
   if (op->completed_at_post) {
     // Its handler has run, or will (complete_posted_sends). An error it met has closed
     // the connection (finish_posted): the pending and later operations get it.
@@ -480,10 +480,8 @@ void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, 
     op_pool_.put(op);
     if (counted)
       op_finished();
-    if (message)
-      handler.complete(ex_, origin, ec, std::move(*message));
-    else
-      handler.complete(ex_, origin, ec, lent_message());
+    handler.complete(ex_, origin, ec,
+                     message ? *message : received_message{bytes, std::nullopt, false});
     return;
   }
   auto handler = std::move(op->handler);

@@ -56,7 +56,7 @@ struct operation : completion_target, queue_hook {
   std::uint32_t send_slot = no_slot;
   /// The handler: a send's, a one-sided operation's or a batch's (its first request's)...
   size_operation handler;
-  /// ...or a receive's (async_receive's too: see receive_adapter).
+  /// ...or a receive's (async_receive's too: see size_of_message).
   message_operation receive_handler;
   /// A receive that lends the message in its ring slot (async_receive_lent) instead of
   /// copying it into `destination`.

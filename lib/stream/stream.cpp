@@ -52,9 +52,9 @@ struct stream_impl::received {
   using allocator_type = handler_block_allocator<void, sizeof(handler_memory::bytes)>;
   allocator_type get_allocator() const noexcept { return allocator_type(&self->receive_memory_); }
 
-  void operator()(error_code ec, const lent_message& message) {
+  void operator()(error_code ec, const received_message& message) {
     stream_impl* s = self.get();
-    s->on_received(ec, message.message(), std::move(self)); // the stream lives until this has run
+    s->on_received(ec, message, std::move(self)); // the stream lives until this has run
   }
 };
 
@@ -167,8 +167,9 @@ void stream_impl::fail(error_code ec, from origin) {
 void stream_impl::arm_receive(std::shared_ptr<stream_impl> self) {
   single_buffer<asio::mutable_buffer> control{asio::buffer(control_)};
   // The handler runs on the stream's executor: the connection calls it directly.
-  start_receive(conn_impl_, control.view(),
-                pending_operation<void(error_code, lent_message)>(received(std::move(self)), io_));
+  start_receive(
+      conn_impl_, control.view(),
+      pending_operation<void(error_code, received_message)>(received(std::move(self)), io_));
 }
 
 void stream_impl::on_received(error_code ec, const received_message& message,

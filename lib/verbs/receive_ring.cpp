@@ -25,14 +25,15 @@ error_code receive_ring::init(ibv_pd* pd, std::uint32_t depth, std::size_t slot_
   if (auto ec = block_.allocate(pd, depth, slot_size, IBV_ACCESS_LOCAL_WRITE))
     return ec;
   slots_.resize(depth);
-  released_.reserve(depth);
+  released_ = std::make_unique<std::uint32_t[]>(depth);
+  released_count_ = 0;
   wrs_.resize(depth);
   sges_.resize(depth);
   for (std::uint32_t i = 0; i < depth; ++i) {
     slots_[i].on_complete = on_complete;
     slots_[i].owner = owner;
     slots_[i].index = i;
-    released_.push_back(i);
+    release(i);
     // A slot's work request never changes, except for its link to the next one.
     sges_[i] = {reinterpret_cast<std::uintptr_t>(block_.slot(i)),
                 static_cast<std::uint32_t>(slot_size), block_.mr->lkey};
@@ -47,18 +48,18 @@ error_code receive_ring::init(ibv_pd* pd, std::uint32_t depth, std::size_t slot_
 ibv_recv_wr* receive_ring::chain() {
   // The device copies a work request when it is posted: relinking a posted
   // slot's request later changes nothing it holds.
-  const std::size_t n = released_.size();
+  const std::size_t n = released_count_;
   for (std::size_t k = 0; k + 1 < n; ++k)
     wrs_[released_[k]].next = &wrs_[released_[k + 1]];
   wrs_[released_[n - 1]].next = nullptr;
   ibv_recv_wr* first = &wrs_[released_[0]];
-  released_.clear();
+  released_count_ = 0;
   return first;
 }
 
 template <typename Queue, typename Post>
 error_code receive_ring::post_released(Queue* queue, Post post) {
-  if (released_.empty())
+  if (released_count_ == 0)
     return {};
   ibv_recv_wr* first = chain();
   ibv_recv_wr* bad = nullptr;
@@ -68,7 +69,7 @@ error_code receive_ring::post_released(Queue* queue, Post post) {
     // queue outlives one failed post). Without `bad` nothing is known to be unposted, and
     // posting a slot twice would let two messages land in one buffer: none is kept.
     for (ibv_recv_wr* wr = bad; wr != nullptr; wr = wr->next)
-      released_.push_back(static_cast<receive_slot*>(completion_target::of(wr->wr_id))->index);
+      release(static_cast<receive_slot*>(completion_target::of(wr->wr_id))->index);
     return from_returned_errno(rc);
   }
   return {};

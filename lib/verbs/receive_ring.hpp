@@ -8,6 +8,8 @@
 
 #include <asio_rdma/error.hpp>
 
+#include <boost/assert.hpp>
+
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -45,11 +47,15 @@ public:
   std::uint32_t depth() const { return static_cast<std::uint32_t>(slots_.size()); }
   std::byte* slot(std::uint32_t index) const { return block_.slot(index); }
 
-  /// Gives a slot back; it is posted again by the next post_to().
-  void release(std::uint32_t index) { released_.push_back(index); }
-  bool has_released() const { return !released_.empty(); }
-  std::uint32_t released_count() const { return static_cast<std::uint32_t>(released_.size()); }
-  void forget_released() { released_.clear(); }
+  /// Gives a slot back; it is posted again by the next post_to(). Each slot is released
+  /// once between posts, so the list never outgrows the ring (and never allocates).
+  void release(std::uint32_t index) noexcept {
+    BOOST_ASSERT(released_count_ < slots_.size());
+    released_[released_count_++] = index;
+  }
+  bool has_released() const { return released_count_ != 0; }
+  std::uint32_t released_count() const { return released_count_; }
+  void forget_released() { released_count_ = 0; }
 
   /// Posts every released slot in one chained call.
   error_code post_to(ibv_qp* qp);
@@ -63,7 +69,8 @@ private:
 
   registered_block block_;
   std::vector<receive_slot> slots_;
-  std::vector<std::uint32_t> released_;
+  std::unique_ptr<std::uint32_t[]> released_; // one per slot; the first released_count_ hold
+  std::uint32_t released_count_ = 0;          // slots released since the last post
   std::vector<ibv_recv_wr> wrs_; // one per slot, built once (init)
   std::vector<ibv_sge> sges_;    // one per slot
 };

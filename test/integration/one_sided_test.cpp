@@ -562,18 +562,35 @@ BOOST_AUTO_TEST_CASE(shared_cq_and_srq_serve_twenty_connections) {
     asio::co_spawn(ex, [&]() -> awaitable<void> {
       for (int i = 0; i < n; ++i) {
         auto conn = co_await acceptor.async_accept(use_awaitable);
-        asio::co_spawn(ex, [&, c = std::move(conn)]() mutable -> awaitable<void> {
-          std::array<std::byte, 1024> buf;
-          for (;;) {
-            auto [ec, m] = co_await c.async_receive(asio::buffer(buf), asio::as_tuple(use_awaitable));
-            if (ec == asio::error::eof)
-              co_return;
-            if (ec)
-              throw boost::system::system_error(ec);
-            co_await c.async_send(asio::buffer(buf.data(), m), use_awaitable);
-            ++echoed_total;
-          }
-        }, ar::test::report_failure);
+        // Every other connection echoes from the shared receive queue's buffer itself
+        // (async_receive_lent), the rest from a copy.
+        const bool in_place = i % 2 == 1;
+        asio::co_spawn(
+            ex,
+            [&, in_place, c = std::move(conn)]() mutable -> awaitable<void> {
+              std::array<std::byte, 1024> buf;
+              for (;;) {
+                ar::lent_message lent;
+                ar::error_code ec;
+                asio::const_buffer echo;
+                if (in_place) {
+                  std::tie(ec, lent) = co_await c.async_receive_lent(asio::as_tuple(use_awaitable));
+                  echo = lent.data();
+                } else {
+                  std::size_t m = 0;
+                  std::tie(ec, m) =
+                      co_await c.async_receive(asio::buffer(buf), asio::as_tuple(use_awaitable));
+                  echo = asio::buffer(buf.data(), m);
+                }
+                if (ec == asio::error::eof)
+                  co_return;
+                if (ec)
+                  throw boost::system::system_error(ec);
+                co_await c.async_send(echo, use_awaitable);
+                ++echoed_total;
+              }
+            },
+            ar::test::report_failure);
       }
     }, ar::test::report_failure);
 

@@ -18,24 +18,25 @@
 namespace asio_rdma {
 namespace detail {
 
-/// The handler of async_receive or async_receive_message as lib/ completes every receive,
-/// with a lent_message (which lends nothing to these two): called with what `Take` takes of
-/// it (the size, or the received_message). Its executor, allocator and cancellation slot
-/// are the handler's own (the associator below).
-template <typename Handler, typename Take> struct receive_adapter {
+/// async_receive's handler as a receive completes inside lib/ (with the received_message):
+/// called with the message's size. Its executor, allocator and cancellation slot are the
+/// handler's own (the associator below).
+template <typename Handler> struct size_of_message {
   Handler handler;
-  void operator()(error_code ec, lent_message message) && {
-    std::move(handler)(ec, Take::from(message));
+  void operator()(error_code ec, const received_message& message) && {
+    std::move(handler)(ec, message.size);
   }
 };
 
-/// async_receive's handler takes the size.
-struct take_size {
-  static std::size_t from(const lent_message& m) noexcept { return m.size(); }
-};
-/// async_receive_message's handler takes the received_message.
-struct take_message {
-  static const received_message& from(const lent_message& m) noexcept { return m.message(); }
+/// The handler of async_receive_lent as lib/ completes it: makes the lent_message, which
+/// takes over the hold on the connection when a buffer is lent. Its executor, allocator
+/// and cancellation slot are the handler's own (the associator below).
+template <typename Handler> struct lend_adapter {
+  Handler handler;
+  std::shared_ptr<connection_impl> lender;
+  void operator()(error_code ec, const received_message& message) && {
+    std::move(handler)(ec, lent_message(message, std::move(lender)));
+  }
 };
 
 // The initiation objects of connection's operations. Each completes with not_connected
@@ -86,35 +87,59 @@ public:
   }
 };
 
-/// async_receive and async_receive_message: one initiation, whose `Take` says what the
-/// user's handler takes of the lent_message lib/ completes every receive with.
-template <typename Take> class initiate_receive : public io_initiation<connection_impl*> {
+/// async_receive and async_receive_message: one initiation, whose `Adapt` makes the
+/// user's handler one that takes the received_message (as_size for async_receive, which
+/// passes on the size; as_message for async_receive_message, the handler itself), so that
+/// lib/ completes every receive with one signature.
+template <typename Adapt> class initiate_receive : public io_initiation<connection_impl*> {
 public:
   using io_initiation::io_initiation;
   template <typename Handler, typename Buffers>
   void operator()(Handler&& handler, const Buffers& buffers) const {
-    using adapted = receive_adapter<std::decay_t<Handler>, Take>;
     if (!impl_)
-      return closed(adapted{std::forward<Handler>(handler)}, boost::asio::error::not_connected,
-                    lent_message());
+      return closed(Adapt::wrap(std::forward<Handler>(handler)),
+                    boost::asio::error::not_connected, received_message());
     start_receive(impl_, buffers.view(),
-                  pending<void(error_code, lent_message)>(adapted{std::forward<Handler>(handler)}));
+                  pending<void(error_code, received_message)>(
+                      Adapt::wrap(std::forward<Handler>(handler))));
   }
 };
 
-using initiate_async_receive = initiate_receive<take_size>;
-using initiate_async_receive_message = initiate_receive<take_message>;
+/// async_receive's handler takes the size: wrapped in size_of_message.
+struct as_size {
+  template <typename Handler> static size_of_message<std::decay_t<Handler>> wrap(Handler&& h) {
+    return {std::forward<Handler>(h)};
+  }
+};
 
-/// async_receive_lent: the handler takes the lent_message itself.
+/// async_receive_message's handler takes the received_message: passed on as it is (not
+/// moved into a temporary: the receive path would pay for a move and a destruction).
+struct as_message {
+  template <typename Handler> static Handler&& wrap(Handler&& h) noexcept {
+    return std::forward<Handler>(h);
+  }
+};
+
+using initiate_async_receive = initiate_receive<as_size>;
+using initiate_async_receive_message = initiate_receive<as_message>;
+
+/// async_receive_lent: the handler gets a lent_message, which holds the connection while
+/// it holds a buffer (so the initiation gets the connection's shared owner).
 class initiate_async_receive_lent : public io_initiation<connection_impl*> {
 public:
-  using io_initiation::io_initiation;
+  initiate_async_receive_lent(const std::shared_ptr<connection_impl>& impl,
+                              const boost::asio::any_io_executor& ex) noexcept
+      : io_initiation(impl.get(), ex), lender_(&impl) {}
   template <typename Handler> void operator()(Handler&& handler) const {
+    using adapted = lend_adapter<std::decay_t<Handler>>;
     if (!impl_)
       return closed(std::move(handler), boost::asio::error::not_connected, lent_message());
-    start_receive_lent(impl_,
-                       pending<void(error_code, lent_message)>(std::forward<Handler>(handler)));
+    start_receive_lent(impl_, pending<void(error_code, received_message)>(
+                                  adapted{std::forward<Handler>(handler), *lender_}));
   }
+
+private:
+  const std::shared_ptr<connection_impl>* lender_; // the connection's, which outlives this
 };
 
 /// async_send_remote_buffer: the encoding travels by value into the operation (the
@@ -363,7 +388,7 @@ auto connection::async_receive_message(const MutableBufferSequence& buffers,
 
 template <typename CompletionToken> auto connection::async_receive_lent(CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, lent_message)>(
-      detail::initiate_async_receive_lent(impl_.get(), ex_), token);
+      detail::initiate_async_receive_lent(impl_, ex_), token);
 }
 
 template <typename CompletionToken>
@@ -388,16 +413,23 @@ template <typename CompletionToken> auto connection::async_disconnect(Completion
 } // namespace asio_rdma
 
 /// \cond INTERNAL
-template <template <typename, typename> class Associator, typename Handler, typename Take,
-          typename Default>
-struct boost::asio::associator<Associator, asio_rdma::detail::receive_adapter<Handler, Take>,
-                               Default> : Associator<Handler, Default> {
-  static typename Associator<Handler, Default>::type
-  get(const asio_rdma::detail::receive_adapter<Handler, Take>& h) noexcept {
+namespace asio_rdma::detail {
+/// The receive handlers' adapters, whose executor, allocator and cancellation slot are
+/// those of the user's handler they hold (`handler`).
+template <template <typename> class Adapter> inline constexpr bool forwards_associations = false;
+template <> inline constexpr bool forwards_associations<size_of_message> = true;
+template <> inline constexpr bool forwards_associations<lend_adapter> = true;
+} // namespace asio_rdma::detail
+
+template <template <typename, typename> class Associator, template <typename> class Adapter,
+          typename Handler, typename Default>
+  requires asio_rdma::detail::forwards_associations<Adapter>
+struct boost::asio::associator<Associator, Adapter<Handler>, Default>
+    : Associator<Handler, Default> {
+  static typename Associator<Handler, Default>::type get(const Adapter<Handler>& h) noexcept {
     return Associator<Handler, Default>::get(h.handler);
   }
-  static auto get(const asio_rdma::detail::receive_adapter<Handler, Take>& h,
-                  const Default& d) noexcept
+  static auto get(const Adapter<Handler>& h, const Default& d) noexcept
       -> decltype(Associator<Handler, Default>::get(h.handler, d)) {
     return Associator<Handler, Default>::get(h.handler, d);
   }
