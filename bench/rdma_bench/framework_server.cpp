@@ -34,6 +34,7 @@ struct session {
   test_parameters t;
   asio_rdma::memory_region region;
   asio_rdma::remote_buffer client_region;
+  std::vector<std::byte> buffer; // latency tests' requests
   bool stopped = false;
 };
 
@@ -47,17 +48,24 @@ awaitable<void> sender(std::shared_ptr<session> s, std::uint32_t slot) {
   }
 }
 
-/// Receives until end of stream; answers each message in latency mode. The messages are
-/// received in place (async_receive_lent) and given back unread, as perftest's server and
-/// the raw-verbs mode repost their buffers untouched.
+/// Receives until end of stream; answers each message in latency mode. In bandwidth tests
+/// the messages are received in place (async_receive_lent) and given back unread, as
+/// perftest's server and the raw-verbs mode repost their buffers untouched; in latency
+/// tests they are copied (a few bytes), as a service reads a request.
 awaitable<void> responder(std::shared_ptr<session> s) {
   const bool answer = s->t.mode == test_mode::latency;
   auto local = s->region.slice(0, s->t.size);
   auto remote = s->client_region.slice(0, s->t.size);
   for (;;) {
-    auto [ec, lent] = co_await s->conn.async_receive_lent(tuple_awaitable);
-    const asio_rdma::received_message message = lent.message();
-    lent.release();
+    asio_rdma::error_code ec;
+    asio_rdma::received_message message;
+    if (answer) {
+      std::tie(ec, message) =
+          co_await s->conn.async_receive_message(asio::buffer(s->buffer), tuple_awaitable);
+    } else {
+      auto [lent_ec, lent] = co_await s->conn.async_receive_lent(tuple_awaitable);
+      ec = lent_ec;
+    }
     if (ec) {
       if (ec != asio::error::eof && ec != asio::error::operation_aborted)
         std::cerr << "rdma_bench: session ended: " << ec.message() << std::endl;
@@ -148,6 +156,7 @@ awaitable<void> serve_one(asio_rdma::connection_request request) {
   s->region = asio_rdma::memory_region(s->conn, slots * t->size, asio_rdma::access::all);
   // The client advertises its region first: on iWARP the accepting side must not send
   // before the connecting side's first message (MPA; docs/devices.md).
+  s->buffer.resize(options.max_message_size);
   auto theirs = co_await s->conn.async_receive_remote_buffer(options.timeout, asio::use_awaitable);
   s->client_region = theirs;
   auto mine = s->region.remote();
