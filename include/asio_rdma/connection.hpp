@@ -345,8 +345,10 @@ public:
 
   /// Receives the next message without copying it: the handler gets the message in the
   /// library's receive buffer (lent_message), to read in place and give back. For large
-  /// messages this saves the copy async_receive makes; for a few bytes the two cost about
-  /// the same.
+  /// messages this saves the copy async_receive makes. For a few bytes async_receive costs
+  /// less: a buffer given back outside a batch of completions (after the handler's
+  /// coroutine has waited again, or when the message was already waiting) costs a task
+  /// posted to repost it.
   ///
   /// Completion signature: void(error_code, lent_message). Delivered in order with the
   /// other receives. An RDMA write with immediate lends nothing (its data is where the
