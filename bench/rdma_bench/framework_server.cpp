@@ -154,9 +154,9 @@ awaitable<void> serve_one(asio_rdma::connection_request request) {
   s->t = *t;
   const std::size_t slots = t->mode == test_mode::latency ? 1 : t->depth;
   s->region = asio_rdma::memory_region(s->conn, slots * t->size, asio_rdma::access::all);
+  s->buffer.resize(options.max_message_size);
   // The client advertises its region first: on iWARP the accepting side must not send
   // before the connecting side's first message (MPA; docs/devices.md).
-  s->buffer.resize(options.max_message_size);
   auto theirs = co_await s->conn.async_receive_remote_buffer(options.timeout, asio::use_awaitable);
   s->client_region = theirs;
   auto mine = s->region.remote();

@@ -73,9 +73,7 @@ public:
   /// Holds no message.
   lent_message() noexcept = default;
   /// Takes over `other`'s message and buffer; `other` holds none afterwards.
-  lent_message(lent_message&& other) noexcept
-      : message_(other.message_), data_(other.data_), lender_(std::move(other.lender_)),
-        slot_(other.slot_) {}
+  lent_message(lent_message&& other) noexcept = default;
   /// Gives back the buffer this one holds, then takes over `other`'s.
   lent_message& operator=(lent_message&& other) noexcept {
     if (this != &other) {
