@@ -1,5 +1,8 @@
 #include "rpc/bulk_transfer.hpp"
 
+#include <asio_rdma/error.hpp>
+
+#include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
@@ -98,6 +101,30 @@ exposed_payload::exposed_payload(const connection& conn, boost::asio::const_buff
               ec) {
   if (!ec)
     descriptor_ = region_.remote().encode();
+}
+
+exposed_payload::exposed_payload(const connection& conn, boost::asio::const_buffer bytes,
+                                 peer_may what, const memory_region* callers, error_code& ec) {
+  ec.clear();
+  if (!callers || !callers->is_registered() ||
+      callers->native_handle()->pd != conn.native_protection_domain()) {
+    *this = exposed_payload(conn, bytes, what, ec);
+    return;
+  }
+  const auto* first = static_cast<const std::byte*>(bytes.data());
+  const auto region = callers->data();
+  if (first < region.data() || bytes.size() > region.size() ||
+      std::size_t(first - region.data()) > region.size() - bytes.size()) {
+    ec = make_error_code(asio_rdma::errc::out_of_bounds);
+    return;
+  }
+  const access needs =
+      what == peer_may::read ? access::remote_read : access::local_write | access::remote_write;
+  if (!has(callers->flags(), needs)) {
+    ec = make_error_code(boost::asio::error::invalid_argument);
+    return;
+  }
+  descriptor_ = callers->remote(std::size_t(first - region.data()), bytes.size()).encode();
 }
 
 void pull(connection& conn, std::span<std::byte> into, const remote_buffer& from,

@@ -4,7 +4,9 @@
 // frame; the receiver RDMA-reads them straight into their destination.
 //
 // Registration is per payload, never cached: a cache of a user's registrations would go
-// stale when the user's memory is unmapped and mapped again at the same address.
+// stale when the user's memory is unmapped and mapped again at the same address. Memory
+// the caller registered itself (call_options::request_memory, reply_memory) is advertised
+// as it is: its lifetime is the caller's to keep.
 #pragma once
 
 #include "rpc/transport.hpp"
@@ -57,8 +59,18 @@ public:
   /// (it cannot write them), or to write into; `ec` says why not.
   exposed_payload(const connection& conn, boost::asio::const_buffer bytes, peer_may what,
                   error_code& ec);
+  /// As above, advertised from `callers` (memory the caller registered, call_options'
+  /// request_memory or reply_memory) when it is on the protection domain of `conn`:
+  /// nothing is registered then, and `ec` is errc::out_of_bounds if `bytes` are not inside
+  /// it, asio::error::invalid_argument if it lacks the access `what` needs. On another
+  /// protection domain (or null) `bytes` are registered as above.
+  exposed_payload(const connection& conn, boost::asio::const_buffer bytes, peer_may what,
+                  const memory_region* callers, error_code& ec);
 
   const descriptor_bytes& descriptor() const noexcept { return descriptor_; }
+  /// True if the descriptor names memory the caller registered (and may reuse once its
+  /// call has completed), not a registration of this object's.
+  bool in_callers_memory() const noexcept { return !region_.is_registered(); }
 
 private:
   memory_region region_;

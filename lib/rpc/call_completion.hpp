@@ -4,6 +4,7 @@
 #pragma once
 
 #include <asio_rdma/detail/pending_operation.hpp>
+#include <asio_rdma/rpc/options.hpp>
 
 #include <boost/asio/buffer.hpp>
 #include <boost/system/error_code.hpp>
@@ -40,6 +41,16 @@ public:
   /// The caller asked for its buffer to be exposed to the server's writes
   /// (call_options::expose_reply_buffer).
   bool expose() const noexcept { return expose_; }
+  /// Memory the caller registered for the request and the reply buffer
+  /// (call_options::request_memory, reply_memory), or null.
+  const memory_region* request_memory() const noexcept { return request_memory_; }
+  const memory_region* reply_memory() const noexcept { return reply_memory_; }
+  /// Takes those of `o`.
+  call_completion&& with_memory_of(const call_options& o) && noexcept {
+    request_memory_ = o.request_memory;
+    reply_memory_ = o.reply_memory;
+    return std::move(*this);
+  }
 
   /// The longest reply taken: `limit`, or less if the caller's buffer is smaller.
   std::size_t room(std::size_t limit) const noexcept {
@@ -101,6 +112,8 @@ private:
   boost::asio::mutable_buffer into_;
   bool in_callers_buffer_ = false;
   bool expose_ = false;
+  const memory_region* request_memory_ = nullptr;
+  const memory_region* reply_memory_ = nullptr;
 };
 
 } // namespace asio_rdma::rpc::detail

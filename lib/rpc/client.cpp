@@ -2,6 +2,8 @@
 // failure) over client_connection.
 #include "rpc/client_impl.hpp"
 
+#include "error_message.hpp"
+
 #include <asio_rdma/rpc/client.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -53,6 +55,22 @@ void client_impl::close() noexcept {
   }
 }
 
+memory_region client_impl::register_memory(std::span<std::byte> bytes, access flags,
+                                           error_code& ec) const {
+  if (!connected()) {
+    ec = asio::error::not_connected;
+    return {};
+  }
+  auto* rdma = conn_->rdma();
+  if (!rdma) {
+    ec = asio_rdma::detail::with_message(asio_rdma::errc::operation_not_supported,
+                                         "registered memory needs an RDMA connection; this "
+                                         "client's is TCP");
+    return {};
+  }
+  return memory_region(*rdma, bytes, flags, ec);
+}
+
 void client_impl::connection_up(client_connection&) { backoff_ = options_.reconnect_backoff; }
 
 void client_impl::connection_failed(client_connection& c, const error_code&) {
@@ -67,14 +85,15 @@ void client_impl::connection_failed(client_connection& c, const error_code&) {
 
 void start_call(client_impl* impl, std::uint32_t method, asio::const_buffer request,
                 const call_options& options, reply_operation&& op) {
-  impl->call(method, request, options, std::move(op));
+  impl->call(method, request, options, call_completion(std::move(op)).with_memory_of(options));
 }
 
 void start_call(client_impl* impl, std::uint32_t method, asio::const_buffer request,
                 asio::mutable_buffer reply, const call_options& options,
                 sized_reply_operation&& op) {
-  impl->call(method, request, options,
-             call_completion(std::move(op), reply, options.expose_reply_buffer));
+  impl->call(
+      method, request, options,
+      call_completion(std::move(op), reply, options.expose_reply_buffer).with_memory_of(options));
 }
 
 } // namespace detail
@@ -126,5 +145,22 @@ client::~client() = default;
 void client::close() noexcept { impl_.reset(); }
 
 bool client::is_connected() const noexcept { return impl_ && impl_->connected(); }
+
+memory_region client::register_memory(std::span<std::byte> bytes, access flags,
+                                      error_code& ec) const {
+  if (!impl_) {
+    ec = asio::error::bad_descriptor;
+    return {};
+  }
+  return impl_->register_memory(bytes, flags, ec);
+}
+
+memory_region client::register_memory(std::span<std::byte> bytes, access flags) const {
+  error_code ec;
+  auto region = register_memory(bytes, flags, ec);
+  if (ec)
+    throw boost::system::system_error(ec, "rpc::client::register_memory");
+  return region;
+}
 
 } // namespace asio_rdma::rpc

@@ -209,29 +209,32 @@ void client_connection::finish(call_slot& c, const error_code& ec, bool with_res
   // While the request is being written from the caller's buffer, or a reply read into
   // it, the end waits for that.
   const bool busy =
-      c.reading || (!c.request_out && !writer_.withdraw(c.frame)) || server_may_write(c);
+      c.reading || (!c.request_out && !writer_.withdraw(c.frame)) || server_may_access(c);
   if (!busy)
     return deliver(c, ec, with_response, origin);
   c.held = ec;
   c.held_with_response = with_response;
-  if (server_may_write(c))
+  if (server_may_access(c))
     hold_for_server(c);
 }
 
-// The server may write into the call's exposed reply buffer: it has the request and has
-// not answered, and the connection still stands.
-bool client_connection::server_may_write(const call_slot& c) const noexcept {
-  return c.reply_exposed && c.request_out && !c.answered && !failed();
+// The server may write into the call's exposed reply buffer, or read the caller's own
+// registered memory its request was advertised from: it has the request and has not
+// answered, and the connection still stands.
+bool client_connection::server_may_access(const call_slot& c) const noexcept {
+  const bool exposed = c.reply_exposed || (c.exposed && c.exposed->in_callers_memory());
+  return exposed && c.request_out && !c.answered && !failed();
 }
 
-// The call has ended while the server may still write into its buffer: the end waits for
-// the server's answer (a cancel frame asks for it), within reply_buffer_grace.
+// The call has ended while the server may still write into its buffer (or read the
+// caller's memory): the end waits for the server's answer (a cancel frame asks for it),
+// within reply_buffer_grace.
 void client_connection::hold_for_server(call_slot& c) {
   c.waiting_grace = true;
   c.timer.expires_after(options_.reply_buffer_grace);
   c.timer.async_wait([self = shared_from_this(), id = c.id](const error_code& ec) {
     call_slot* held = ec ? nullptr : self->calls_.find(id);
-    if (held && held->held && self->server_may_write(*held))
+    if (held && held->held && self->server_may_access(*held))
       self->fail(asio::error::timed_out, from::completion_path);
   });
 }
@@ -248,7 +251,7 @@ void client_connection::deliver(call_slot& c, const error_code& ec, bool with_re
 }
 
 void client_connection::deliver_held(call_slot& c) {
-  if (c.held && c.request_out && !c.reading && !server_may_write(c))
+  if (c.held && c.request_out && !c.reading && !server_may_access(c))
     deliver(c, *c.held, c.held_with_response, from::completion_path);
 }
 
@@ -285,16 +288,16 @@ bool client_connection::wants_bulk(std::size_t bytes) const noexcept {
 error_code client_connection::expose(call_slot& c) {
   error_code ec;
   if (wants_bulk(c.request.size())) {
-    c.exposed = std::make_unique<exposed_payload>(*rdma_, c.request,
-                                                  exposed_payload::peer_may::read, ec);
+    c.exposed = std::make_unique<exposed_payload>(
+        *rdma_, c.request, exposed_payload::peer_may::read, c.op.request_memory(), ec);
     if (ec) {
       c.exposed.reset();
       return ec;
     }
   }
   if (rdma_ && server_pulls_ && c.op.expose() && c.op.into().size() != 0) {
-    c.reply_exposed = std::make_unique<exposed_payload>(*rdma_, c.op.into(),
-                                                        exposed_payload::peer_may::write, ec);
+    c.reply_exposed = std::make_unique<exposed_payload>(
+        *rdma_, c.op.into(), exposed_payload::peer_may::write, c.op.reply_memory(), ec);
     if (ec) {
       c.exposed.reset();
       c.reply_exposed.reset();
@@ -381,7 +384,7 @@ void client_connection::on_written(void* p, const error_code& ec, std::size_t) {
         // Ended (cancelled, deadline) while its request was written: the server has it.
         if ((!c->op || c->held) && !c->answered && !ec)
           self.send_cancel(*c);
-        if (c->held && self.server_may_write(*c))
+        if (c->held && self.server_may_access(*c))
           self.hold_for_server(*c);
       }
       if (std::exchange(c->release_pending, false))

@@ -15,9 +15,10 @@
 // until then, even after the call ended: it never writes it), and a bulk reply is read
 // straight into its destination, then released. On such a connection a call's slot is
 // kept until the server has answered it, so a bulk reply always finds its call. A reply
-// buffer exposed to the server's writes (call_options::expose_reply_buffer) holds its
-// call's end until the server has answered; a server that has not answered within
-// reply_buffer_grace of that end loses the connection, which stops its writes.
+// buffer exposed to the server's writes (call_options::expose_reply_buffer), and a
+// request advertised from the caller's own registered memory (call_options::
+// request_memory), hold their call's end until the server has answered; a server that has not
+// answered within reply_buffer_grace of that end loses the connection, which stops its writes.
 #pragma once
 
 #include "rpc/bulk_transfer.hpp"
@@ -79,6 +80,8 @@ public:
   void detach() noexcept { watcher_ = nullptr; }
 
   bool up() const noexcept { return up_; }
+  /// The RDMA connection under the stream while it is up; nullptr over TCP.
+  asio_rdma::connection* rdma() const noexcept { return up_ ? rdma_ : nullptr; }
   bool failed() const noexcept { return failed_.failed(); }
   std::size_t calls_in_flight() const noexcept { return calls_.in_use(); }
 
@@ -141,7 +144,7 @@ private:
   bool wants_bulk(std::size_t bytes) const noexcept;
   boost::system::error_code expose(call_slot& c);
   void shape_request(call_slot& c);
-  bool server_may_write(const call_slot& c) const noexcept;
+  bool server_may_access(const call_slot& c) const noexcept;
   void hold_for_server(call_slot& c);
   void pull_reply(call_slot& c);
   static void on_pulled(void* owner, const boost::system::error_code& ec, std::size_t);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 
 namespace asio_rdma::rpc::detail {
 
@@ -39,6 +40,9 @@ public:
 
   void close() noexcept;
   bool connected() const noexcept { return conn_ && conn_->up(); }
+  /// rpc::client::register_memory.
+  memory_region register_memory(std::span<std::byte> bytes, access flags,
+                                boost::system::error_code& ec) const;
   /// When the channel may connect again (in the past while it may).
   std::chrono::steady_clock::time_point reconnect_at() const noexcept { return retry_at_; }
   const boost::asio::any_io_executor& executor() const noexcept { return ex_; }

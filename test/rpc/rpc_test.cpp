@@ -10,7 +10,9 @@
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <fstream>
 #include <random>
 
 using namespace asio_rdma::test;
@@ -431,6 +433,171 @@ BOOST_AUTO_TEST_CASE(an_exposed_buffer_is_never_written_once_its_call_has_ended)
     stalling = false;
     co_await wait_until(other_done);
     co_await sleep_for(std::chrono::milliseconds(50));
+  });
+}
+
+/// The pages this process has pinned (VmPin of /proc/self/status), in KiB: every memory
+/// registration raises it while the registration lasts.
+static std::size_t pinned_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmPin:", 0) == 0)
+      return std::stoul(line.substr(6));
+  BOOST_FAIL("no VmPin in /proc/self/status");
+  return 0;
+}
+
+// Memory the caller registered once (client::register_memory) carries bulk requests and
+// exposed reply buffers without a registration per call: the pages pinned do not grow
+// while such a call is in the server's handler, where a call without it has its request
+// pinned. Misuse fails the call before anything is sent; a call whose request the server
+// may still read completes only once the server has answered. Over TCP register_memory
+// refuses and the options are ignored.
+BOOST_AUTO_TEST_CASE(caller_registered_memory_carries_bulk_payloads) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("echo", echo);
+    // Answers the sum of the request's bytes and the KiB pinned while it runs (a small
+    // reply: nothing is registered for it).
+    s.add_method("sum_pinned",
+                 [](std::span<const std::byte> request,
+                    rpc::call_context&) -> asio::awaitable<std::vector<std::byte>> {
+                   std::array<std::uint64_t, 2> answer{0, pinned_kib()};
+                   for (auto b : request)
+                     answer[0] += std::to_integer<std::uint64_t>(b);
+                   const auto* p = reinterpret_cast<const std::byte*>(answer.data());
+                   co_return std::vector<std::byte>(p, p + sizeof answer);
+                 });
+    auto answered_at = std::chrono::steady_clock::now();
+    s.add_method("slow",
+                 [&](std::span<const std::byte>,
+                     rpc::call_context&) -> asio::awaitable<std::vector<std::byte>> {
+                   co_await asio::this_coro::reset_cancellation_state(asio::disable_cancellation());
+                   co_await sleep_for(std::chrono::milliseconds(300)); // deaf to the cancel
+                   answered_at = std::chrono::steady_clock::now();
+                   co_return std::vector<std::byte>(1);
+                 });
+    rpc::client_options patient;
+    patient.reply_buffer_grace = std::chrono::seconds(20);
+    rpc::client c(io.get_executor(), listen_here(s), patient);
+    auto t = asio::as_tuple(asio::use_awaitable);
+    const std::size_t size = std::size_t(1) << 20; // past the default bulk threshold
+    std::vector<std::byte> memory(2 * size + 4096);
+    error_code ec;
+    auto early = c.register_memory(memory, asio_rdma::access::remote_read, ec);
+    BOOST_TEST(ec == asio::error::not_connected, ec.message());
+    BOOST_TEST(!early.is_registered());
+
+    const auto request = patterned(7, size);
+    std::uint64_t sum = 0;
+    for (auto b : request)
+      sum += std::to_integer<std::uint64_t>(b);
+    // The answer of sum_pinned: {sum, KiB pinned in the handler}.
+    auto answer_of = [](const std::vector<std::byte>& reply) {
+      std::array<std::uint64_t, 2> a{};
+      if (reply.size() == sizeof a)
+        std::memcpy(a.data(), reply.data(), sizeof a);
+      return a;
+    };
+    auto [e0, r0] = co_await c.async_call("sum_pinned", asio::buffer(request), t);
+    BOOST_TEST(!e0, e0.message()); // connected now; the server's bulk buffer is registered
+    BOOST_TEST(answer_of(r0)[0] == sum);
+    if (!over_rdma()) {
+      auto none = c.register_memory(memory, asio_rdma::access::remote_read, ec);
+      BOOST_TEST(ec == asio_rdma::errc::operation_not_supported, ec.message());
+      rpc::call_options ignored;
+      ignored.request_memory = &none;
+      auto [e1, r1] = co_await c.async_call("echo", asio::buffer(request), ignored, t);
+      BOOST_TEST(!e1, e1.message());
+      BOOST_TEST((r1 == request));
+      co_return;
+    }
+
+    const auto all = asio_rdma::access::remote_read | asio_rdma::access::local_write |
+                     asio_rdma::access::remote_write;
+    auto region = c.register_memory(memory, all);
+    std::copy(request.begin(), request.end(), memory.begin() + 4096);
+    const asio::const_buffer in_region(memory.data() + 4096, size);
+    rpc::call_options request_only;
+    request_only.request_memory = &region;
+    // The pages pinned once the last call's registration is gone: the library releases it
+    // right after the call's handler has returned.
+    auto settled_pinned = []() -> asio::awaitable<std::uint64_t> {
+      auto ex = co_await asio::this_coro::executor;
+      co_await asio::post(ex, asio::use_awaitable);
+      co_return pinned_kib();
+    };
+    for (int i = 0; i < 5; ++i) {
+      const auto before = co_await settled_pinned();
+      auto [e2, r2] = co_await c.async_call("sum_pinned", in_region, request_only, t);
+      BOOST_TEST(!e2, e2.message());
+      BOOST_TEST(answer_of(r2)[0] == sum);
+      BOOST_TEST(answer_of(r2)[1] == before, "pinned in the handler " << answer_of(r2)[1]
+                                                                      << " KiB, before the call "
+                                                                      << before);
+      // The same call without the caller's memory pins its request meanwhile: the probe
+      // sees registrations.
+      const auto before3 = co_await settled_pinned();
+      auto [e3, r3] = co_await c.async_call("sum_pinned", asio::buffer(request), t);
+      BOOST_TEST(!e3, e3.message());
+      BOOST_TEST(answer_of(r3)[0] == sum);
+      BOOST_TEST(answer_of(r3)[1] >= before3 + size / 1024,
+                 "pinned in the handler " << answer_of(r3)[1] << " KiB, before " << before3);
+    }
+    // A bulk echo from the region into the region: request read, reply written there.
+    rpc::call_options both = request_only;
+    both.reply_memory = &region;
+    both.expose_reply_buffer = true;
+    const asio::mutable_buffer reply_room(memory.data() + size + 4096, size);
+    auto [e7, n7] = co_await c.async_call("echo", in_region, reply_room, both, t);
+    BOOST_TEST(!e7, e7.message());
+    BOOST_TEST(n7 == size);
+    BOOST_TEST(std::equal(request.begin(), request.end(), memory.begin() + size + 4096));
+
+    // Misuse, refused before sending: a request outside the region; a region the server
+    // may not read. Below the bulk threshold the region is not used at all.
+    auto [e4, r4] = co_await c.async_call("echo", asio::buffer(request), request_only, t);
+    BOOST_TEST(e4 == asio_rdma::errc::out_of_bounds, e4.message());
+    auto local_only = c.register_memory(memory, asio_rdma::access::local_write);
+    rpc::call_options unreadable;
+    unreadable.request_memory = &local_only;
+    auto [e5, r5] = co_await c.async_call("echo", in_region, unreadable, t);
+    BOOST_TEST(e5 == asio::error::invalid_argument, e5.message());
+    auto [e6, r6] =
+        co_await c.async_call("echo", asio::buffer(memory.data() + 4096, 100), request_only, t);
+    BOOST_TEST(!e6, e6.message());
+    BOOST_TEST(r6.size() == 100u);
+    BOOST_TEST(s.calls_in_flight() == 0u);
+
+    // Cancelled while the server may read the caller's memory: the call completes once
+    // the server has answered. With memory the library registered itself, at once.
+    for (bool callers : {true, false}) {
+      asio::cancellation_signal cancel;
+      bool done = false;
+      error_code outcome;
+      auto completed_at = std::chrono::steady_clock::now();
+      c.async_call(
+          "slow", callers ? in_region : asio::buffer(request),
+          callers ? request_only : rpc::call_options(),
+          asio::bind_cancellation_slot(cancel.slot(), [&](error_code e, std::vector<std::byte>) {
+            outcome = e;
+            done = true;
+            completed_at = std::chrono::steady_clock::now();
+          }));
+      co_await sleep_for(std::chrono::milliseconds(50));
+      const auto cancelled_at = std::chrono::steady_clock::now();
+      cancel.emit(asio::cancellation_type::terminal);
+      co_await wait_until(done);
+      co_await until_no_calls(s);
+      BOOST_TEST(outcome == asio::error::operation_aborted, outcome.message());
+      if (callers)
+        BOOST_TEST((completed_at >= answered_at && answered_at > cancelled_at),
+                   "the call ended before the server answered");
+      else
+        BOOST_TEST((completed_at < answered_at), "the call waited for the server's answer");
+    }
+    BOOST_TEST(c.is_connected());
   });
 }
 

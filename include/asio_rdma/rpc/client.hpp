@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -179,6 +180,22 @@ public:
 
   /// True while a connection is established.
   bool is_connected() const noexcept;
+
+  /// Registers `bytes` with the device of the client's connection, for calls to advertise
+  /// as their bulk request (call_options::request_memory; `flags` access::remote_read) or
+  /// reply buffer (call_options::reply_memory; access::local_write |
+  /// access::remote_write) without registering them per call, as Mercury's bulk handles
+  /// are made once and reused. The region serves every connection on that device, so
+  /// after a reconnection through the same device it still does. Registration is a system
+  /// call that pins `bytes`: register large, long-lived buffers once.
+  ///
+  /// Errors: asio::error::not_connected until the client's connection is up (it connects
+  /// at the first call); errc::operation_not_supported over TCP; bad_descriptor once the
+  /// client is closed; the registration's own error.
+  memory_region register_memory(std::span<std::byte> bytes, access flags,
+                                boost::system::error_code& ec) const;
+  /// As above, throwing boost::system::system_error.
+  memory_region register_memory(std::span<std::byte> bytes, access flags) const;
 
 private:
   std::unique_ptr<detail::client_impl> impl_;

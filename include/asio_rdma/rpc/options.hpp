@@ -2,6 +2,7 @@
 #pragma once
 
 #include <asio_rdma/connection_options.hpp>
+#include <asio_rdma/memory_region.hpp>
 #include <asio_rdma/stream.hpp>
 
 #include <chrono>
@@ -125,6 +126,27 @@ struct call_options {
   /// calls fail with asio::error::timed_out.
   /// Ignored over TCP (the reply then comes through the stream).
   bool expose_reply_buffer = false;
+  /// Over RDMA: memory the caller registered once (rpc::client::register_memory) that
+  /// holds the request, with access::remote_read. A bulk request (bulk_threshold) is then
+  /// advertised from it as it is, without a registration of its own (a system call that
+  /// pins the pages, per call). The region must lie on the device of the call's
+  /// connection; after a reconnection through another device the call registers its
+  /// request as without it. A request outside the region fails the call with
+  /// errc::out_of_bounds, a region without remote read with asio::error::invalid_argument,
+  /// both before anything is sent.
+  ///
+  /// The server can read every byte of the region, not only the request's (its remote
+  /// key covers it all): register for this only memory that server may see. A call whose
+  /// request it advertises completes only once the server has answered, even when
+  /// cancelled or past its deadline, as with expose_reply_buffer (and within the same
+  /// reply_buffer_grace), since the server may read it until then; the region must stay
+  /// registered until the call has completed. Ignored over TCP and below bulk_threshold.
+  const memory_region* request_memory = nullptr;
+  /// As request_memory, for the reply buffer that expose_reply_buffer exposes to the
+  /// server's writes: registered memory holding it, with access::local_write and
+  /// access::remote_write. The server can write every byte of the region. Ignored unless
+  /// expose_reply_buffer is set.
+  const memory_region* reply_memory = nullptr;
 };
 
 } // namespace asio_rdma::rpc
