@@ -4,6 +4,7 @@
 #include "rdma_test.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
 
 #include <future>
@@ -14,11 +15,12 @@
 
 namespace ar = asio_rdma;
 namespace asio = boost::asio;
-using asio::awaitable;
-using asio::use_awaitable;
 using ar::test::make_pair;
 using ar::test::pattern;
 using ar::test::run;
+using ar::test::wait_until;
+using asio::awaitable;
+using asio::use_awaitable;
 
 namespace {
 
@@ -510,6 +512,105 @@ BOOST_AUTO_TEST_CASE(lent_messages_hold_their_buffers_until_released) {
         BOOST_TEST(n == expect.size());
         BOOST_TEST(std::equal(expect.begin(), expect.end(), in.begin()), "message " << i);
       }
+    }
+  });
+}
+
+BOOST_AUTO_TEST_CASE(lent_buffers_given_back_anywhere_are_posted_again) {
+  // Four receive buffers, all lent out, the next message waiting at the sender and a
+  // receive pending for it; then the buffers are given back in one place each time: after
+  // the server's answer (its send completes when posted, so the coroutine resumes from
+  // the task that posts, or from the end of the completion batch), inside the handler of
+  // a receive whose message was already waiting (run by the task that delivers it), and
+  // from a timer of the user's. Nothing else happens on the server meanwhile (no receive
+  // is started, which would poll the completion queue and repost): the pending receive
+  // completes only if the buffers given back are posted again.
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    ar::connection_options o;
+    o.receive_queue_depth = 4;
+    o.max_message_size = 256;
+    auto p = co_await make_pair(o, o);
+    auto ex = co_await asio::this_coro::executor;
+    int sent = 0, expected = 0;
+    std::vector<ar::lent_message> held;
+    // Sends `n` messages (not awaited: the last ones wait for buffers).
+    auto send = [&](int n) {
+      for (int i = 0; i < n; ++i) {
+        auto m = std::make_shared<std::vector<std::byte>>(message(sent++, 64));
+        p.client.async_send(asio::buffer(*m),
+                            [m](ar::error_code ec, std::size_t) { BOOST_TEST(!ec, ec.message()); });
+      }
+    };
+    // Starts a receive of the next message, lent and held; `*done` is set when it came.
+    auto receive_next = [&](std::shared_ptr<bool> done) {
+      p.server.async_receive_lent([&, done](ar::error_code ec, ar::lent_message m) {
+        BOOST_TEST(!ec, ec.message());
+        BOOST_TEST(bytes_of(m) == message(expected, 64), "message " << expected);
+        ++expected;
+        held.push_back(std::move(m));
+        *done = true;
+      });
+    };
+    // True if `done` is set within 5 s.
+    auto within_5s = [&](std::shared_ptr<bool> done) -> awaitable<bool> {
+      for (int i = 0; i < 500 && !*done; ++i)
+        co_await sleep_ms(10);
+      co_return *done;
+    };
+    auto fill = [&]() -> awaitable<void> { // four held, the fifth waiting at the sender
+      send(5);
+      for (int i = 0; i < 4; ++i) {
+        auto done = std::make_shared<bool>(false);
+        receive_next(done);
+        BOOST_TEST(co_await within_5s(done));
+      }
+    };
+    for (int round = 0; round < 3; ++round) {
+      // After the answer.
+      co_await fill();
+      auto fifth = std::make_shared<bool>(false);
+      receive_next(fifth);
+      std::vector<std::byte> answer(8);
+      co_await p.server.async_send(asio::buffer(answer), use_awaitable);
+      held.clear();
+      BOOST_TEST(co_await within_5s(fifth), "after the answer, round " << round);
+      auto n = co_await p.client.async_receive(asio::buffer(answer), use_awaitable);
+      BOOST_TEST(n == answer.size());
+      held.clear();
+
+      // Inside the handler of a message already waiting: three held, the fourth in its
+      // buffer, the fifth at the sender.
+      send(5);
+      for (int i = 0; i < 3; ++i) {
+        auto done = std::make_shared<bool>(false);
+        receive_next(done);
+        BOOST_TEST(co_await within_5s(done));
+      }
+      co_await sleep_ms(50);
+      auto given_back = std::make_shared<bool>(false);
+      p.server.async_receive_lent([&, given_back](ar::error_code ec, ar::lent_message m) {
+        BOOST_TEST(!ec, ec.message());
+        BOOST_TEST(bytes_of(m) == message(expected, 64), "message " << expected);
+        ++expected;
+        held.clear();
+        m.release();
+        *given_back = true;
+      });
+      fifth = std::make_shared<bool>(false);
+      receive_next(fifth); // pending behind the first: no poll
+      BOOST_TEST(co_await within_5s(given_back));
+      BOOST_TEST(co_await within_5s(fifth), "after a delivered handler, round " << round);
+      held.clear();
+
+      // From a timer of the user's.
+      co_await fill();
+      fifth = std::make_shared<bool>(false);
+      receive_next(fifth);
+      auto timer = std::make_shared<asio::steady_timer>(ex, std::chrono::milliseconds(20));
+      timer->async_wait([&, timer](ar::error_code) { held.clear(); });
+      BOOST_TEST(co_await within_5s(fifth), "after a timer, round " << round);
+      held.clear();
     }
   });
 }
