@@ -1,5 +1,7 @@
 #include "rpc/bulk_transfer.hpp"
 
+#include "error_message.hpp"
+
 #include <asio_rdma/error.hpp>
 
 #include <boost/asio/error.hpp>
@@ -7,6 +9,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 
 namespace asio_rdma::rpc::detail {
@@ -103,28 +106,85 @@ exposed_payload::exposed_payload(const connection& conn, boost::asio::const_buff
     descriptor_ = region_.remote().encode();
 }
 
+memory_region register_for_bulk(asio_rdma::connection* rdma, std::span<std::byte> bytes,
+                                access flags, error_code& ec) {
+  if (!rdma) {
+    ec = asio_rdma::detail::with_message(asio_rdma::errc::operation_not_supported,
+                                         "registered memory needs an RDMA connection; this "
+                                         "one is TCP");
+    return {};
+  }
+  return memory_region(*rdma, bytes, flags, ec);
+}
+
+std::optional<local_buffer> registered_slice(const connection& conn, const memory_region* holding,
+                                             const void* data, std::size_t size, access needs,
+                                             error_code& ec) noexcept {
+  ec.clear();
+  if (!holding || !holding->is_registered() ||
+      holding->native_handle()->pd != conn.native_protection_domain())
+    return std::nullopt;
+  const auto* first = static_cast<const std::byte*>(data);
+  const auto region = holding->data();
+  if (first < region.data() || size > region.size() ||
+      std::size_t(first - region.data()) > region.size() - size) {
+    ec = make_error_code(asio_rdma::errc::out_of_bounds);
+    return std::nullopt;
+  }
+  if (!has(holding->flags(), needs)) {
+    ec = make_error_code(boost::asio::error::invalid_argument);
+    return std::nullopt;
+  }
+  return holding->slice(std::size_t(first - region.data()), size);
+}
+
 exposed_payload::exposed_payload(const connection& conn, boost::asio::const_buffer bytes,
                                  peer_may what, const memory_region* callers, error_code& ec) {
-  ec.clear();
-  if (!callers || !callers->is_registered() ||
-      callers->native_handle()->pd != conn.native_protection_domain()) {
+  const access needs =
+      what == peer_may::read ? access::remote_read : access::local_write | access::remote_write;
+  const auto slice = registered_slice(conn, callers, bytes.data(), bytes.size(), needs, ec);
+  if (ec)
+    return;
+  if (!slice) {
     *this = exposed_payload(conn, bytes, what, ec);
     return;
   }
-  const auto* first = static_cast<const std::byte*>(bytes.data());
-  const auto region = callers->data();
-  if (first < region.data() || bytes.size() > region.size() ||
-      std::size_t(first - region.data()) > region.size() - bytes.size()) {
-    ec = make_error_code(asio_rdma::errc::out_of_bounds);
-    return;
+  descriptor_ =
+      callers->remote(std::size_t(slice->data - callers->data().data()), bytes.size()).encode();
+}
+
+namespace {
+/// A transfer from or into memory the user registered; `ec` is why `holding` cannot serve.
+void transfer_held(connection& conn, const std::optional<local_buffer>& slice, const error_code& ec,
+                   std::size_t n, const remote_buffer& theirs, bool push, io_done done) {
+  auto state = std::make_shared<transfer_state>();
+  state->done = std::move(done);
+  state->bytes = n;
+  if (ec) {
+    return boost::asio::post(conn.get_executor(),
+                             [state, ec] { state->done.fn(state->done.owner.get(), ec, 0); });
   }
-  const access needs =
-      what == peer_may::read ? access::remote_read : access::local_write | access::remote_write;
-  if (!has(callers->flags(), needs)) {
-    ec = make_error_code(boost::asio::error::invalid_argument);
-    return;
-  }
-  descriptor_ = callers->remote(std::size_t(first - region.data()), bytes.size()).encode();
+  transfer_pieces(conn, state, *slice, theirs, push);
+}
+} // namespace
+
+void pull(connection& conn, std::span<std::byte> into, const memory_region* holding,
+          const remote_buffer& from, io_done done) {
+  error_code ec;
+  const auto slice = registered_slice(conn, holding, into.data(), into.size(),
+                                      access::local_write | access::remote_write, ec);
+  if (!slice && !ec)
+    return pull(conn, into, from, std::move(done));
+  transfer_held(conn, slice, ec, into.size(), from, false, std::move(done));
+}
+
+void push(connection& conn, boost::asio::const_buffer from, const memory_region* holding,
+          const remote_buffer& to, io_done done) {
+  error_code ec;
+  const auto slice = registered_slice(conn, holding, from.data(), from.size(), access::none, ec);
+  if (!slice && !ec)
+    return push(conn, from, to, std::move(done));
+  transfer_held(conn, slice, ec, from.size(), to, true, std::move(done));
 }
 
 void pull(connection& conn, std::span<std::byte> into, const remote_buffer& from,

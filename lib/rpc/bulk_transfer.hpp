@@ -95,6 +95,20 @@ private:
   memory_region region_;
 };
 
+/// rpc::client's and call_context's register_memory: `bytes` registered on the device of
+/// `rdma`, or errc::operation_not_supported when the transport is TCP (`rdma` null).
+memory_region register_for_bulk(asio_rdma::connection* rdma, std::span<std::byte> bytes,
+                                access flags, error_code& ec);
+
+/// `data`'s `size` bytes as a slice of `holding`, memory the user registered, for a
+/// transfer over `conn`: nullopt when `holding` is null or on another protection domain
+/// (the caller then registers the bytes itself), or, with `ec` set, errc::out_of_bounds
+/// when the bytes are not inside it and asio::error::invalid_argument when it lacks
+/// `needs`.
+std::optional<local_buffer> registered_slice(const connection& conn, const memory_region* holding,
+                                             const void* data, std::size_t size, access needs,
+                                             error_code& ec) noexcept;
+
 /// RDMA-reads the peer's `from` (`n` bytes, not 0) into `into`, registered memory that
 /// lives until `done` is called: reads it in pieces, then calls `done` with the first
 /// error, if any, and the bytes read; never inside this call.
@@ -112,5 +126,13 @@ void push(connection& conn, boost::asio::const_buffer from, const remote_buffer&
 /// write into it), reads it in pieces, then calls `done` with the first error, if any,
 /// and the bytes read; never inside this call. `into` must live until then.
 void pull(connection& conn, std::span<std::byte> into, const remote_buffer& from, io_done done);
+
+/// As pull() and push() above, from or into memory the user registered (`holding`, as
+/// registered_slice() takes it, with local and remote write for a pull): nothing is
+/// registered then. A `holding` that cannot serve completes `done` with its error, posted.
+void pull(connection& conn, std::span<std::byte> into, const memory_region* holding,
+          const remote_buffer& from, io_done done);
+void push(connection& conn, boost::asio::const_buffer from, const memory_region* holding,
+          const remote_buffer& to, io_done done);
 
 } // namespace asio_rdma::rpc::detail

@@ -2,7 +2,7 @@
 // failure) over client_connection.
 #include "rpc/client_impl.hpp"
 
-#include "error_message.hpp"
+#include "throw_if.hpp"
 
 #include <asio_rdma/rpc/client.hpp>
 
@@ -61,14 +61,7 @@ memory_region client_impl::register_memory(std::span<std::byte> bytes, access fl
     ec = asio::error::not_connected;
     return {};
   }
-  auto* rdma = conn_->rdma();
-  if (!rdma) {
-    ec = asio_rdma::detail::with_message(asio_rdma::errc::operation_not_supported,
-                                         "registered memory needs an RDMA connection; this "
-                                         "client's is TCP");
-    return {};
-  }
-  return memory_region(*rdma, bytes, flags, ec);
+  return register_for_bulk(conn_->rdma(), bytes, flags, ec);
 }
 
 void client_impl::connection_up(client_connection&) { backoff_ = options_.reconnect_backoff; }
@@ -158,8 +151,7 @@ memory_region client::register_memory(std::span<std::byte> bytes, access flags,
 memory_region client::register_memory(std::span<std::byte> bytes, access flags) const {
   error_code ec;
   auto region = register_memory(bytes, flags, ec);
-  if (ec)
-    throw boost::system::system_error(ec, "rpc::client::register_memory");
+  asio_rdma::detail::throw_if(ec, "rpc::client::register_memory");
   return region;
 }
 

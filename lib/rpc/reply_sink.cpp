@@ -30,7 +30,8 @@ struct reply_sink::piece_write {
   }
 };
 
-void reply_sink::write(std::size_t offset, asio::const_buffer bytes, write_operation&& op) {
+void reply_sink::write(std::size_t offset, asio::const_buffer bytes, const memory_region* holding,
+                       write_operation&& op) {
   const std::size_t n = bytes.size();
   if (offset > room_ || n > room_ - offset)
     return op.complete(ex_, from::user_call, make_error_code(errc::response_too_large),
@@ -47,7 +48,7 @@ void reply_sink::write(std::size_t offset, asio::const_buffer bytes, write_opera
   }
   ++in_flight_;
   auto state = std::make_shared<piece_write>(piece_write{std::move(op), ex_, n, this});
-  push(*conn_, bytes, remote_->slice(offset, n), {&piece_write::done, state});
+  push(*conn_, bytes, holding, remote_->slice(offset, n), {&piece_write::done, state});
 }
 
 void reply_sink::piece_done() {
@@ -64,8 +65,8 @@ void reply_sink::when_drained(io_done done) {
 }
 
 void start_reply_write(reply_sink* sink, std::size_t offset, asio::const_buffer bytes,
-                       write_operation&& op) {
-  sink->write(offset, bytes, std::move(op));
+                       const memory_region* holding, write_operation&& op) {
+  sink->write(offset, bytes, holding, std::move(op));
 }
 
 std::size_t reply_room(const reply_sink* sink) noexcept { return sink ? sink->room() : 0; }

@@ -59,7 +59,9 @@ public:
   /// Calls `done` once no write is in flight (at once, posted, if none is).
   void when_drained(io_done done);
 
-  void write(std::size_t offset, boost::asio::const_buffer bytes,
+  /// Writes `bytes`, into the caller's buffer from memory the handler registered
+  /// (`holding`, or null: `bytes` are registered for the write).
+  void write(std::size_t offset, boost::asio::const_buffer bytes, const memory_region* holding,
              asio_rdma::detail::pending_operation<void(error_code, std::size_t)>&& op);
 
 private:

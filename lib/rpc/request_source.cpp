@@ -26,7 +26,8 @@ struct piece_read {
 };
 } // namespace
 
-void request_source::read(std::size_t offset, asio::mutable_buffer into, read_operation&& op) {
+void request_source::read(std::size_t offset, asio::mutable_buffer into,
+                          const memory_region* holding, read_operation&& op) {
   const std::size_t total = size();
   if (offset >= total)
     return op.complete(ex_, from::user_call, error_code(asio::error::eof), std::size_t(0));
@@ -38,13 +39,13 @@ void request_source::read(std::size_t offset, asio::mutable_buffer into, read_op
     return op.complete(ex_, from::user_call, error_code(), n);
   }
   auto state = std::make_shared<piece_read>(piece_read{std::move(op), ex_, n});
-  pull(*conn_, std::span<std::byte>(static_cast<std::byte*>(into.data()), n),
+  pull(*conn_, std::span<std::byte>(static_cast<std::byte*>(into.data()), n), holding,
        remote_->slice(offset, n), {&piece_read::done, state});
 }
 
 void start_request_read(request_source* source, std::size_t offset, asio::mutable_buffer into,
-                        read_operation&& op) {
-  source->read(offset, into, std::move(op));
+                        const memory_region* holding, read_operation&& op) {
+  source->read(offset, into, holding, std::move(op));
 }
 
 std::size_t request_size(const request_source* source) noexcept {

@@ -36,7 +36,9 @@ public:
   }
   const boost::asio::any_io_executor& executor() const noexcept { return ex_; }
 
-  void read(std::size_t offset, boost::asio::mutable_buffer into,
+  /// Reads into `into`, from the client's memory into memory the handler registered
+  /// (`holding`, or null: `into` is registered for the read).
+  void read(std::size_t offset, boost::asio::mutable_buffer into, const memory_region* holding,
             asio_rdma::detail::pending_operation<void(error_code, std::size_t)>&& op);
 
 private:

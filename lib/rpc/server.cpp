@@ -2,6 +2,9 @@
 #include "rpc/server_connection.hpp"
 #include "rpc/server_impl.hpp"
 
+#include "rpc/bulk_transfer.hpp"
+#include "throw_if.hpp"
+
 #include <asio_rdma/rpc/method_id.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -269,5 +272,17 @@ void server::serve(asio_rdma::stream stream) {
 
 std::size_t server::calls_in_flight() const noexcept { return impl_ ? impl_->calls() : 0; }
 std::size_t server::connections() const noexcept { return impl_ ? impl_->connections() : 0; }
+
+memory_region call_context::register_memory(std::span<std::byte> bytes, access flags,
+                                            error_code& ec) const {
+  return detail::register_for_bulk(rdma_, bytes, flags, ec);
+}
+
+memory_region call_context::register_memory(std::span<std::byte> bytes, access flags) const {
+  error_code ec;
+  auto region = register_memory(bytes, flags, ec);
+  asio_rdma::detail::throw_if(ec, "rpc::call_context::register_memory");
+  return region;
+}
 
 } // namespace asio_rdma::rpc

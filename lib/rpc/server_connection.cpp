@@ -218,7 +218,7 @@ server_connection::call& server_connection::new_call(std::uint64_t id, const met
     c = std::move(idle_calls_.back());
     idle_calls_.pop_back();
   } else {
-    c = std::make_unique<call>(server_->executor());
+    c = std::make_unique<call>(server_->executor(), rdma_);
   }
   c->reset(id, m, deadline);
   return *calls_.emplace(id, std::move(c)).first->second;

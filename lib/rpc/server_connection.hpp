@@ -48,9 +48,9 @@ private:
   // request costs no allocation of its state, its signal or (up to kept_request_bytes)
   // its bytes.
   struct call {
-    explicit call(const boost::asio::any_io_executor& ex)
+    call(const boost::asio::any_io_executor& ex, asio_rdma::connection* rdma)
         : source(ex), sink(ex),
-          context({}, {}, bulk_request(&source, ex), bulk_reply(&sink, ex)) {}
+          context({}, {}, bulk_request(&source, ex), bulk_reply(&sink, ex), rdma) {}
     /// As new, for the request `id` of `m` (nullptr: an unknown method).
     void reset(std::uint64_t id, const method_entry* m,
                std::chrono::steady_clock::time_point deadline);

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 #include <random>
 
 using namespace asio_rdma::test;
@@ -598,6 +599,138 @@ BOOST_AUTO_TEST_CASE(caller_registered_memory_carries_bulk_payloads) {
         BOOST_TEST((completed_at < answered_at), "the call waited for the server's answer");
     }
     BOOST_TEST(c.is_connected());
+  });
+}
+
+// A handler's memory registered once (call_context::register_memory) serves its
+// piecewise reads of the request and writes of the reply with nothing registered per
+// piece: the pages pinned do not grow when such a read or write starts, and grow by the
+// piece for the same read or write without it. Over TCP register_memory refuses and the
+// region is not needed (the pieces are copies).
+BOOST_AUTO_TEST_CASE(a_handler_reads_and_writes_pieces_through_its_registered_memory) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    constexpr std::size_t piece = 256 * 1024;
+    std::vector<std::byte> handler_memory(piece);
+    asio_rdma::memory_region region; // registered by the first call, kept for the next
+    error_code refused;
+    // KiB pinned once a read (or write) of `piece` bytes has started, less before; its
+    // bytes (read, or as written) added to `sum`.
+    struct growth {
+      std::uint64_t with_region = 0, without = 0;
+    };
+    auto pieces = [&](rpc::call_context& ctx, bool reading,
+                      std::uint64_t& sum) -> asio::awaitable<growth> {
+      growth g;
+      if (!region.is_registered() && !refused)
+        region = ctx.register_memory(
+            handler_memory, asio_rdma::access::local_write | asio_rdma::access::remote_write,
+            refused);
+      for (int i = 0; i < 2; ++i) {
+        const bool with = i == 0;
+        bool done = false;
+        error_code result;
+        auto on_done = [&](error_code ec, std::size_t) {
+          result = ec;
+          done = true;
+        };
+        const auto before = pinned_kib();
+        if (reading && with)
+          ctx.request_bulk().async_read(i * piece, asio::buffer(handler_memory), region, on_done);
+        else if (reading)
+          ctx.request_bulk().async_read(i * piece, asio::buffer(handler_memory), on_done);
+        else if (with)
+          ctx.reply_bulk().async_write(i * piece, asio::buffer(handler_memory), region, on_done);
+        else
+          ctx.reply_bulk().async_write(i * piece, asio::buffer(handler_memory), on_done);
+        (with ? g.with_region : g.without) = pinned_kib() - before;
+        co_await wait_until(done);
+        BOOST_TEST(!result, result.message());
+        for (auto b : handler_memory)
+          sum += std::to_integer<std::uint64_t>(b);
+      }
+      co_return g;
+    };
+    rpc::method_options piecewise;
+    piecewise.reads_request_piecewise = true;
+    s.add_method(
+        "read_pieces",
+        [&](std::span<const std::byte>,
+            rpc::call_context& ctx) -> asio::awaitable<std::vector<std::byte>> {
+          std::uint64_t sum = 0;
+          const auto g = co_await pieces(ctx, true, sum);
+          std::array<std::uint64_t, 3> answer{sum, g.with_region, g.without};
+          const auto* p = reinterpret_cast<const std::byte*>(answer.data());
+          co_return std::vector<std::byte>(p, p + sizeof answer);
+        },
+        piecewise);
+    std::array<std::uint64_t, 3> written{}; // what write_pieces saw: sum, growths
+    s.add_method("write_pieces",
+                 [&](std::span<const std::byte>,
+                     rpc::call_context& ctx) -> asio::awaitable<std::vector<std::byte>> {
+                   std::iota(reinterpret_cast<unsigned char*>(handler_memory.data()),
+                             reinterpret_cast<unsigned char*>(handler_memory.data() + piece),
+                             static_cast<unsigned char>(3));
+                   std::uint64_t sum = 0;
+                   const auto g = co_await pieces(ctx, false, sum);
+                   written = {sum, g.with_region, g.without};
+                   co_return std::vector<std::byte>();
+                 });
+    rpc::client c(io.get_executor(), listen_here(s));
+    auto t = asio::as_tuple(asio::use_awaitable);
+    const auto request = patterned(11, 2 * piece);
+    std::uint64_t sum = 0;
+    for (auto b : request)
+      sum += std::to_integer<std::uint64_t>(b);
+    rpc::call_options exposed;
+    exposed.expose_reply_buffer = true;
+    for (int call = 0; call < 3; ++call) {
+      auto [e1, r1] = co_await c.async_call("read_pieces", asio::buffer(request), t);
+      BOOST_TEST_REQUIRE(!e1, e1.message());
+      std::array<std::uint64_t, 3> read{};
+      BOOST_TEST_REQUIRE(r1.size() == sizeof read);
+      std::memcpy(read.data(), r1.data(), sizeof read);
+      BOOST_TEST(read[0] == sum);
+      std::vector<std::byte> into(2 * piece);
+      auto [e2, n2] = co_await c.async_call("write_pieces", asio::buffer(request.data(), 8),
+                                            asio::buffer(into), exposed, t);
+      BOOST_TEST(!e2, e2.message());
+      BOOST_TEST(n2 == 2 * piece);
+      BOOST_TEST(std::equal(into.begin(), into.begin() + piece, into.begin() + piece));
+      BOOST_TEST(std::to_integer<int>(into[0]) == 3);
+      if (over_rdma()) {
+        BOOST_TEST(!refused, refused.message());
+        for (auto* g : {&read, &written}) {
+          BOOST_TEST((*g)[1] == 0u, "pinned by a piece through the region: " << (*g)[1] << " KiB");
+          BOOST_TEST((*g)[2] >= piece / 1024,
+                     "pinned by a piece without it: " << (*g)[2] << " KiB");
+        }
+      } else {
+        BOOST_TEST(refused == asio_rdma::errc::operation_not_supported, refused.message());
+      }
+    }
+    if (over_rdma()) {
+      // Misuse: a piece outside the region, refused before anything is posted; the
+      // handler then fails its call, the connection goes on.
+      error_code outside;
+      s.add_method("outside",
+                   [&](std::span<const std::byte>,
+                       rpc::call_context& ctx) -> asio::awaitable<std::vector<std::byte>> {
+                     std::vector<std::byte> elsewhere(16);
+                     auto [ec, n] = co_await ctx.reply_bulk().async_write(
+                         0, asio::buffer(elsewhere), region, asio::as_tuple(asio::use_awaitable));
+                     outside = ec;
+                     throw boost::system::system_error(ec);
+                   });
+      std::vector<std::byte> into(64);
+      auto [e3, n3] = co_await c.async_call("outside", asio::buffer(request.data(), 8),
+                                            asio::buffer(into), exposed, t);
+      BOOST_TEST(outside == asio_rdma::errc::out_of_bounds, outside.message());
+      BOOST_TEST(e3 == rpc::errc::handler_failed, e3.message());
+      auto [e4, r4] = co_await c.async_call("read_pieces", asio::buffer(request), t);
+      BOOST_TEST(!e4, e4.message());
+    }
+    co_await until_no_calls(s);
   });
 }
 

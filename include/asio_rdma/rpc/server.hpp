@@ -26,16 +26,17 @@ namespace asio_rdma::rpc {
 
 namespace detail {
 class request_source;
-void start_request_read(request_source* source, std::size_t offset,
-                        boost::asio::mutable_buffer into,
-                        asio_rdma::detail::pending_operation<void(boost::system::error_code,
-                                                                  std::size_t)>&& op);
+void start_request_read(
+    request_source* source, std::size_t offset, boost::asio::mutable_buffer into,
+    const memory_region* holding,
+    asio_rdma::detail::pending_operation<void(boost::system::error_code, std::size_t)>&& op);
 std::size_t request_size(const request_source* source) noexcept;
 
 class reply_sink;
-void start_reply_write(reply_sink* sink, std::size_t offset, boost::asio::const_buffer bytes,
-                       asio_rdma::detail::pending_operation<void(boost::system::error_code,
-                                                                 std::size_t)>&& op);
+void start_reply_write(
+    reply_sink* sink, std::size_t offset, boost::asio::const_buffer bytes,
+    const memory_region* holding,
+    asio_rdma::detail::pending_operation<void(boost::system::error_code, std::size_t)>&& op);
 std::size_t reply_room(const reply_sink* sink) noexcept;
 
 class initiate_reply_write
@@ -44,13 +45,14 @@ class initiate_reply_write
 public:
   using io_initiation::io_initiation;
   template <typename Handler>
-  void operator()(Handler&& handler, std::size_t offset, boost::asio::const_buffer bytes) const {
+  void operator()(Handler&& handler, std::size_t offset, boost::asio::const_buffer bytes,
+                  const memory_region* holding = nullptr) const {
     if (!impl_)
       return closed(std::forward<Handler>(handler), boost::asio::error::bad_descriptor,
                     std::size_t(0));
-    start_reply_write(impl_, offset, bytes,
-                      pending<void(boost::system::error_code, std::size_t)>(
-                          std::forward<Handler>(handler)));
+    start_reply_write(
+        impl_, offset, bytes, holding,
+        pending<void(boost::system::error_code, std::size_t)>(std::forward<Handler>(handler)));
   }
 };
 
@@ -60,13 +62,14 @@ class initiate_request_read
 public:
   using io_initiation::io_initiation;
   template <typename Handler>
-  void operator()(Handler&& handler, std::size_t offset, boost::asio::mutable_buffer into) const {
+  void operator()(Handler&& handler, std::size_t offset, boost::asio::mutable_buffer into,
+                  const memory_region* holding = nullptr) const {
     if (!impl_)
       return closed(std::forward<Handler>(handler), boost::asio::error::bad_descriptor,
                     std::size_t(0));
-    start_request_read(impl_, offset, into,
-                       pending<void(boost::system::error_code, std::size_t)>(
-                           std::forward<Handler>(handler)));
+    start_request_read(
+        impl_, offset, into, holding,
+        pending<void(boost::system::error_code, std::size_t)>(std::forward<Handler>(handler)));
   }
 };
 } // namespace detail
@@ -100,6 +103,18 @@ public:
     return boost::asio::async_initiate<CompletionToken,
                                        void(boost::system::error_code, std::size_t)>(
         detail::initiate_request_read(source_, ex_), token, offset, into);
+  }
+  /// As above, into memory the handler registered once (call_context::register_memory,
+  /// with access::local_write | access::remote_write) that holds `into`: over RDMA
+  /// nothing is registered for the read. A region on another device is not used (`into`
+  /// is registered as above); `into` outside the region fails with errc::out_of_bounds,
+  /// a region without that access with asio::error::invalid_argument.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_read(std::size_t offset, boost::asio::mutable_buffer into,
+                  const memory_region& into_memory, CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken,
+                                       void(boost::system::error_code, std::size_t)>(
+        detail::initiate_request_read(source_, ex_), token, offset, into, &into_memory);
   }
 
   /// \cond INTERNAL
@@ -143,6 +158,17 @@ public:
                                        void(boost::system::error_code, std::size_t)>(
         detail::initiate_reply_write(sink_, ex_), token, offset, bytes);
   }
+  /// As above, from memory the handler registered once (call_context::register_memory)
+  /// that holds `bytes`: over RDMA nothing is registered for the write. A region on
+  /// another device is not used (`bytes` are registered as above); `bytes` outside the
+  /// region fail with errc::out_of_bounds.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_write(std::size_t offset, boost::asio::const_buffer bytes,
+                   const memory_region& bytes_memory, CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken,
+                                       void(boost::system::error_code, std::size_t)>(
+        detail::initiate_reply_write(sink_, ex_), token, offset, bytes, &bytes_memory);
+  }
 
   /// \cond INTERNAL
   bulk_reply(detail::reply_sink* sink, const executor_type& ex) noexcept
@@ -183,10 +209,23 @@ public:
   /// The reply as a bulk handle, to write piecewise (bulk_reply).
   bulk_reply& reply_bulk() noexcept { return reply_; }
 
+  /// Registers `bytes` with the device of this call's connection, for the bulk handles'
+  /// reads and writes to use without registering per piece (bulk_request::async_read and
+  /// bulk_reply::async_write with a region). The region serves every connection on that
+  /// device, so a handler may keep it for later calls. Registration is a system call
+  /// that pins `bytes`: register long-lived buffers once.
+  ///
+  /// Errors: errc::operation_not_supported over TCP; the registration's own error.
+  memory_region register_memory(std::span<std::byte> bytes, access flags,
+                                boost::system::error_code& ec) const;
+  /// As above, throwing boost::system::system_error.
+  memory_region register_memory(std::span<std::byte> bytes, access flags) const;
+
   /// \cond INTERNAL
   call_context(std::string_view method, std::chrono::steady_clock::time_point deadline,
-               const bulk_request& request, const bulk_reply& reply) noexcept
-      : method_(method), deadline_(deadline), request_(request), reply_(reply) {}
+               const bulk_request& request, const bulk_reply& reply,
+               asio_rdma::connection* rdma = nullptr) noexcept
+      : method_(method), deadline_(deadline), request_(request), reply_(reply), rdma_(rdma) {}
   void mark_cancelled() noexcept { cancelled_ = true; }
   /// Made the context of another call (a server's calls are reused).
   void reset(std::string_view method, std::chrono::steady_clock::time_point deadline) noexcept {
@@ -202,6 +241,7 @@ private:
   bool cancelled_ = false;
   bulk_request request_;
   bulk_reply reply_;
+  asio_rdma::connection* rdma_; // the call's connection over RDMA, else nullptr
 };
 
 /// A method: takes the request's bytes (valid until it returns) and its context, returns
