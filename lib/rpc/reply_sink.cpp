@@ -36,6 +36,13 @@ void reply_sink::write(std::size_t offset, asio::const_buffer bytes, const memor
   if (offset > room_ || n > room_ - offset)
     return op.complete(ex_, from::user_call, make_error_code(errc::response_too_large),
                        std::size_t(0));
+  if (remote_ && holding && n != 0) {
+    // A region that cannot serve fails the write before it counts as part of the reply.
+    error_code bad;
+    registered_slice(*conn_, holding, bytes.data(), n, access::none, bad);
+    if (bad)
+      return op.complete(ex_, from::user_call, bad, std::size_t(0));
+  }
   used_ = true;
   length_ = std::max(length_, offset + n);
   if (n == 0)
