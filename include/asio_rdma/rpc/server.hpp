@@ -108,7 +108,10 @@ public:
   /// with access::local_write | access::remote_write) that holds `into`: over RDMA
   /// nothing is registered for the read. A region on another device is not used (`into`
   /// is registered as above); `into` outside the region fails with errc::out_of_bounds,
-  /// a region without that access with asio::error::invalid_argument.
+  /// a region without that access with asio::error::invalid_argument, both completed
+  /// without reading. Completion signature, errors otherwise and cancellation as above;
+  /// `into_memory` must stay registered until the read completes (the device writes into
+  /// it until then).
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_read(std::size_t offset, boost::asio::mutable_buffer into,
                   const memory_region& into_memory, CompletionToken&& token = {}) {
@@ -161,7 +164,10 @@ public:
   /// As above, from memory the handler registered once (call_context::register_memory)
   /// that holds `bytes`: over RDMA nothing is registered for the write. A region on
   /// another device is not used (`bytes` are registered as above); `bytes` outside the
-  /// region fail with errc::out_of_bounds.
+  /// region fail with errc::out_of_bounds, without writing anything or counting towards
+  /// the reply. Completion signature, errors otherwise and cancellation as above;
+  /// `bytes_memory` must stay registered until the write completes (the device reads it
+  /// until then).
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_write(std::size_t offset, boost::asio::const_buffer bytes,
                    const memory_region& bytes_memory, CompletionToken&& token = {}) {
