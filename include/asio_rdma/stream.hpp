@@ -23,6 +23,8 @@
 
 namespace asio_rdma {
 
+class stream;
+
 namespace detail {
 class stream_impl;
 
@@ -32,6 +34,11 @@ void start_stream_read(stream_impl* impl, const buffer_view<boost::asio::mutable
 void start_stream_write(stream_impl* impl, const buffer_view<boost::asio::const_buffer>& buffers,
                         pending_operation<void(error_code, std::size_t)>&& op);
 void start_stream_shutdown(stream_impl* impl, pending_operation<void(error_code)>&& op);
+/// \cond INTERNAL
+/// The library's own writers (the RPC layer) write at once what there is room for,
+/// with no handler (stream_impl::write_now); defined in lib/stream/stream.cpp.
+std::size_t stream_write_now(stream& s, const buffer_view<boost::asio::const_buffer>& buffers);
+/// \endcond
 
 /// async_read_some.
 class initiate_stream_read : public io_initiation<stream_impl*> {
@@ -243,6 +250,9 @@ public:
   friend void beast_close_socket(stream& s) noexcept { s.close(); }
 
 private:
+  friend std::size_t
+  detail::stream_write_now(stream&, const detail::buffer_view<boost::asio::const_buffer>&);
+
   std::shared_ptr<detail::stream_impl> impl_;
   executor_type ex_;
 };

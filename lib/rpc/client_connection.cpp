@@ -250,9 +250,9 @@ void client_connection::deliver(call_slot& c, const error_code& ec, bool with_re
     c.op.fail(ex_, origin, ec);
 }
 
-void client_connection::deliver_held(call_slot& c) {
+void client_connection::deliver_held(call_slot& c, from origin) {
   if (c.held && c.request_out && !c.reading && !server_may_access(c))
-    deliver(c, *c.held, c.held_with_response, from::completion_path);
+    deliver(c, *c.held, c.held_with_response, origin);
 }
 
 void client_connection::send_cancel(call_slot& c) {
@@ -265,7 +265,9 @@ void client_connection::send_cancel(call_slot& c) {
 }
 
 void client_connection::maybe_release(call_slot& c) {
-  if (c.op || c.reading || c.frame.where != outgoing_frame::place::none)
+  // (!in_use: released already, by the write of its last frame, which can complete at
+  // once inside send_cancel or send_release.)
+  if (!c.in_use || c.op || c.reading || c.frame.where != outgoing_frame::place::none)
     return;
   // Over RDMA the server may still read a bulk request, or answer with a bulk reply to
   // release: the slot waits for its answer (or the connection's end).
@@ -368,34 +370,51 @@ void client_connection::fail(const error_code& ec, from origin) {
 }
 
 void client_connection::kick() {
-  if (!up_ || writer_.writing() || !writer_.has_queued())
+  if (kicking_) // a frame queued by the loop below: its next round writes it
     return;
-  transport_->write(writer_.start_batch(), {&on_written, shared_from_this()});
+  kicking_ = true;
+  while (up_ && !writer_.writing() && writer_.has_queued()) {
+    const auto buffers = writer_.start_batch();
+    // Most batches fit in the stream at once: written, with no operation to complete.
+    const std::size_t taken = transport_->write_now(buffers);
+    if (taken < asio::buffer_size(buffers)) {
+      transport_->write(buffers, taken, {&on_written, shared_from_this()});
+      break;
+    }
+    // Not from the completion path: a call this ends completes through a post.
+    batch_written(error_code(), from::user_call);
+  }
+  kicking_ = false;
 }
 
 void client_connection::on_written(void* p, const error_code& ec, std::size_t) {
   auto& self = *static_cast<client_connection*>(p);
-  for (auto* f = self.writer_.finish_batch(); f;) {
+  self.batch_written(ec, from::completion_path);
+  if (!ec)
+    self.kick();
+}
+
+void client_connection::batch_written(const error_code& ec, from origin) {
+  for (auto* f = writer_.finish_batch(); f;) {
     auto* next = f->next;
-    if (call_slot* c = self.calls_.find(f->tag)) {
+    if (call_slot* c = calls_.find(f->tag)) {
       if (!c->request_out) {
         c->request_out = true;
-        self.deliver_held(*c);
+        deliver_held(*c, origin);
         // Ended (cancelled, deadline) while its request was written: the server has it.
         if ((!c->op || c->held) && !c->answered && !ec)
-          self.send_cancel(*c);
-        if (c->held && self.server_may_access(*c))
-          self.hold_for_server(*c);
+          send_cancel(*c);
+        if (c->held && server_may_access(*c))
+          hold_for_server(*c);
       }
       if (std::exchange(c->release_pending, false))
-        self.send_release(*c);
-      self.maybe_release(*c);
+        send_release(*c);
+      maybe_release(*c);
     }
     f = next;
   }
   if (ec)
-    return self.fail(ec, from::completion_path);
-  self.kick();
+    fail(ec, from::completion_path);
 }
 
 void client_connection::read_more() {

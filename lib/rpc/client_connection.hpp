@@ -127,13 +127,18 @@ private:
               asio_rdma::detail::from origin);
   void deliver(call_slot& c, const boost::system::error_code& ec, bool with_response,
                asio_rdma::detail::from origin);
-  void deliver_held(call_slot& c);
+  void deliver_held(call_slot& c,
+                    asio_rdma::detail::from origin = asio_rdma::detail::from::completion_path);
   void send_cancel(call_slot& c);
   void maybe_release(call_slot& c);
   void fail(const boost::system::error_code& ec, asio_rdma::detail::from origin);
 
+  /// Writes the queued frames: at once while the transport has room (write_now), else
+  /// through an asynchronous write that ends in on_written.
   void kick();
   static void on_written(void* self, const boost::system::error_code& ec, std::size_t);
+  /// The batch being written is out (or failed with `ec`).
+  void batch_written(const boost::system::error_code& ec, asio_rdma::detail::from origin);
   void read_more();
   static void on_read(void* self, const boost::system::error_code& ec, std::size_t n);
   void take_frames();
@@ -158,6 +163,7 @@ private:
   boost::asio::cancellation_signal connect_cancel_;
   boost::asio::steady_timer connect_timer_;
   bool up_ = false;
+  bool kicking_ = false; // kick() is writing: frames queued meanwhile wait for its loop
   boost::system::error_code failed_;
   std::size_t server_max_request_ = 0;
   asio_rdma::connection* rdma_ = nullptr; // the transport's, for bulk payloads

@@ -514,26 +514,47 @@ void server_connection::drop(call& c) {
 }
 
 void server_connection::kick() {
-  if (closed_ || writer_.writing() || !writer_.has_queued())
+  if (kicking_) // a frame queued by the loop below: its next round writes it
     return;
-  transport_->write(writer_.start_batch(), {&on_written, shared_from_this()});
+  kicking_ = true;
+  while (!closed_ && !writer_.writing() && writer_.has_queued()) {
+    const auto buffers = writer_.start_batch();
+    // Most batches fit in the stream at once: written, with no operation to complete.
+    const std::size_t taken = transport_->write_now(buffers);
+    if (taken < asio::buffer_size(buffers)) {
+      transport_->write(buffers, taken, {&on_written, shared_from_this()});
+      break;
+    }
+    if (!batch_written(error_code()))
+      break;
+  }
+  kicking_ = false;
 }
 
 void server_connection::on_written(void* p, const error_code& ec, std::size_t) {
   auto& self = *static_cast<server_connection*>(p);
-  for (auto* f = self.writer_.finish_batch(); f;) {
+  if (self.batch_written(ec))
+    self.kick();
+}
+
+bool server_connection::batch_written(const error_code& ec) {
+  for (auto* f = writer_.finish_batch(); f;) {
     auto* next = f->next;
-    if (f != &self.hello_)
-      if (auto it = self.calls_.find(f->tag);
-          it != self.calls_.end() && (!it->second->awaiting_release || self.closed_))
-        self.drop(*it->second);
+    if (f != &hello_)
+      if (auto it = calls_.find(f->tag);
+          it != calls_.end() && (!it->second->awaiting_release || closed_))
+        drop(*it->second);
     f = next;
   }
-  if (self.graceful_ && !ec)
-    return self.shut_down_transport();
-  if (ec || self.close_after_hello_)
-    return self.fail();
-  self.kick();
+  if (graceful_ && !ec) {
+    shut_down_transport();
+    return false;
+  }
+  if (ec || close_after_hello_) {
+    fail();
+    return false;
+  }
+  return true;
 }
 
 void server_connection::close() {

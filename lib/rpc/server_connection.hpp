@@ -117,8 +117,13 @@ private:
   /// Answers `c` with an error frame carrying `message` (cut to the longest message).
   void fail_call(call& c, errc status, std::string_view message);
   void drop(call& c);
+  /// Writes the queued frames: at once while the transport has room (write_now), else
+  /// through an asynchronous write that ends in on_written.
   void kick();
   static void on_written(void* self, const boost::system::error_code& ec, std::size_t);
+  /// The batch being written is out (or failed with `ec`): its calls end, and after the
+  /// last frames (a graceful end, a refused hello) the transport. False if writing ends.
+  bool batch_written(const boost::system::error_code& ec);
   void fail();
   void shut_down_transport();
   static void on_shut_down(void* self, const boost::system::error_code& ec, std::size_t);
@@ -142,6 +147,7 @@ private:
   std::vector<std::unique_ptr<bulk_buffer>> spare_;
   std::size_t spare_bytes_ = 0;
   bool closed_ = false;
+  bool kicking_ = false; // kick() is writing: frames queued meanwhile wait for its loop
   bool paused_ = false;  // a request waits for room: nothing is read meanwhile
   bool close_after_hello_ = false;
   bool transport_closed_ = false;

@@ -7,6 +7,7 @@
 #include <boost/asio/write.hpp>
 
 #include <utility>
+#include <vector>
 
 namespace asio_rdma::rpc::detail {
 namespace {
@@ -28,10 +29,42 @@ in_block(io_done&& done, handler_block<io_memory_size>& block) {
 
 template <typename Stream> class stream_transport final : public transport {
 public:
-  explicit stream_transport(Stream s) : stream_(std::move(s)) {}
+  explicit stream_transport(Stream s) : stream_(std::move(s)) {
+    if constexpr (std::is_same_v<Stream, boost::asio::ip::tcp::socket>) {
+      // For write_now: a synchronous write_some then says would_block instead of
+      // waiting. (Asynchronous operations are not affected.)
+      boost::system::error_code ignored;
+      stream_.non_blocking(true, ignored);
+    }
+  }
 
-  void write(std::span<const boost::asio::const_buffer> buffers, io_done done) override {
-    boost::asio::async_write(stream_, buffers, in_block(std::move(done), write_memory_));
+  std::size_t write_now(std::span<const boost::asio::const_buffer> buffers) override {
+    if constexpr (std::is_same_v<Stream, boost::asio::ip::tcp::socket>) {
+      boost::system::error_code ec; // would_block, or an error the write reports
+      return stream_.write_some(buffers, ec);
+    } else {
+      return asio_rdma::detail::stream_write_now(
+          stream_, {{buffers.data(), buffers.size(), false}, boost::asio::buffer_size(buffers)});
+    }
+  }
+
+  void write(std::span<const boost::asio::const_buffer> buffers, std::size_t skip,
+             io_done done) override {
+    if (skip == 0)
+      return boost::asio::async_write(stream_, buffers, in_block(std::move(done), write_memory_));
+    // The rest after what write_now took (rest_ keeps its capacity: no allocation once
+    // it has held a full batch).
+    rest_.clear();
+    for (const auto& b : buffers) {
+      if (skip >= b.size()) {
+        skip -= b.size();
+        continue;
+      }
+      rest_.push_back(b + skip);
+      skip = 0;
+    }
+    boost::asio::async_write(stream_, std::span<const boost::asio::const_buffer>(rest_),
+                             in_block(std::move(done), write_memory_));
   }
 
   void read(boost::asio::mutable_buffer buffer, io_done done) override {
@@ -75,6 +108,7 @@ public:
 private:
   Stream stream_;
   handler_block<io_memory_size> write_memory_, read_memory_;
+  std::vector<boost::asio::const_buffer> rest_;
 };
 
 } // namespace

@@ -27,8 +27,16 @@ struct io_done {
 class transport {
 public:
   virtual ~transport() = default;
-  /// Writes every byte of `buffers` (which live until `done`).
-  virtual void write(std::span<const boost::asio::const_buffer> buffers, io_done done) = 0;
+  /// Takes at once, without waiting and with no handler, as many of the first bytes of
+  /// `buffers` as the stream has room for; returns how many (0 when it would have to wait,
+  /// or after an error, which write() then reports). The common case, a few frames with
+  /// room for them, costs no operation at all (no post, no completion). Only while no
+  /// write() is in flight.
+  virtual std::size_t write_now(std::span<const boost::asio::const_buffer> buffers) = 0;
+  /// Writes every byte of `buffers` after the first `skip` (those write_now took): the
+  /// buffers live until `done`.
+  virtual void write(std::span<const boost::asio::const_buffer> buffers, std::size_t skip,
+                     io_done done) = 0;
   /// Reads exactly `buffer.size()` bytes.
   virtual void read(boost::asio::mutable_buffer buffer, io_done done) = 0;
   /// Reads at least one byte into `buffer`, as many as the stream has at hand.

@@ -35,6 +35,9 @@ void start_stream_write(stream_impl* impl, const buffer_view<asio::const_buffer>
 void start_stream_shutdown(stream_impl* impl, pending_operation<void(error_code)>&& op) {
   impl->shutdown(std::move(op));
 }
+std::size_t stream_write_now(stream& s, const buffer_view<asio::const_buffer>& buffers) {
+  return s.impl_ ? s.impl_->write_now(buffers) : 0;
+}
 
 // ---------------------------------------------------------------- continuations
 
@@ -320,6 +323,14 @@ void stream_impl::write(const buffer_view<asio::const_buffer>& buffers,
   write_op_.on_cancel(write_canceller{this});
 }
 
+std::size_t stream_impl::write_now(const buffer_view<asio::const_buffer>& buffers) {
+  if (end_wanted_ || end_posted_ || write_end_ || write_op_ || out_.room() == 0)
+    return 0;
+  const std::size_t n = copy_in(buffers);
+  flush();
+  return n;
+}
+
 void stream_impl::wake_writer() {
   if (!write_op_ || out_.room() == 0)
     return;
@@ -329,7 +340,8 @@ void stream_impl::wake_writer() {
 }
 
 std::size_t stream_impl::copy_in(const buffer_view<asio::const_buffer>& buffers) noexcept {
-  // The first 16 buffers, as much as there is room for (a write may take fewer bytes).
+  // The buffers in order (at most 16 from a user's write), as much as there is room for
+  // (a write may take fewer bytes).
   std::size_t taken = 0;
   for (std::size_t i = 0; i < buffers.count && out_.room() > 0; ++i) {
     const auto* src = static_cast<const std::byte*>(buffers.items[i].data());

@@ -34,6 +34,11 @@ public:
             pending_operation<void(error_code, std::size_t)>&& op);
   void write(const buffer_view<boost::asio::const_buffer>& buffers,
              pending_operation<void(error_code, std::size_t)>&& op);
+  /// Takes at once as many of the first bytes of `buffers` (any number of them) as there
+  /// is room for, if a write could start now (none waits, no end, no error); returns how
+  /// many. No handler: for the library's own writers (the RPC transport), which then
+  /// write the rest, and learn of an error, through write().
+  std::size_t write_now(const buffer_view<boost::asio::const_buffer>& buffers);
   void shutdown(pending_operation<void(error_code)>&& op);
 
 private:
