@@ -86,7 +86,8 @@ public:
   /// (0 picks a free port; see local_endpoint()) and starts listening.
   void listen(const std::string& address, std::uint16_t port,
               const acceptor_options& options = {});
-  /// As the overload above, reporting failure through `ec` instead of throwing.
+  /// As the overload above, reporting failure through `ec` instead of throwing
+  /// (asio::error::bad_descriptor on an acceptor moved from).
   void listen(const std::string& address, std::uint16_t port, const acceptor_options& options,
               error_code& ec);
 

@@ -232,6 +232,10 @@ void acceptor::listen(const std::string& address, std::uint16_t port,
 
 void acceptor::listen(const std::string& address, std::uint16_t port,
                       const acceptor_options& options, error_code& ec) {
+  if (!impl_) { // moved from
+    ec = boost::asio::error::bad_descriptor;
+    return;
+  }
   impl_->listen(address, port, options, ec);
 }
 

@@ -54,7 +54,10 @@ static_assert(static_cast<int>(access::remote_atomic) == IBV_ACCESS_REMOTE_ATOMI
 
 namespace {
 
+// Clears `ec` first: a caller's error_code may hold an earlier failure, and the
+// constructors go on only while it is clear.
 std::shared_ptr<void> pd_of(const connection& conn, ibv_pd*& pd, error_code& ec) {
+  ec.clear();
   auto* impl = detail::internal_access::impl(conn);
   pd = impl ? impl->pd() : nullptr;
   if (!pd) {

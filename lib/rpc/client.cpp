@@ -35,15 +35,43 @@ void client_impl::call(std::uint32_t method, asio::const_buffer request, const c
   r->start();
 }
 
+error_code client_impl::open_connection() {
+  if (conn_)
+    return {};
+  if (std::chrono::steady_clock::now() < retry_at_ || !endpoint_)
+    return make_error_code(errc::unavailable);
+  conn_ = std::make_shared<client_connection>(ex_, options_, this);
+  conn_->establish(*endpoint_);
+  return {};
+}
+
 void client_impl::attempt(std::uint32_t method, asio::const_buffer request,
                           std::chrono::milliseconds deadline, call_completion&& op) {
-  if (!conn_) {
-    if (std::chrono::steady_clock::now() < retry_at_ || !endpoint_)
-      return op.fail(ex_, from::user_call, make_error_code(errc::unavailable));
-    conn_ = std::make_shared<client_connection>(ex_, options_, this);
-    conn_->establish(*endpoint_);
-  }
+  if (auto ec = open_connection())
+    return op.fail(ex_, from::user_call, ec);
   conn_->call(method, request, deadline, std::move(op));
+}
+
+void client_impl::connect(connect_operation&& op) {
+  if (connected())
+    return op.complete(ex_, from::user_call, error_code());
+  if (auto ec = open_connection())
+    return op.complete(ex_, from::user_call, ec);
+  auto wait = connect_waits_.insert(connect_waits_.end(), std::move(op));
+  // Only this wait ends: the connection goes on for the calls waiting on it. (`this` and
+  // `wait` stay valid: closing the client ends every wait, removing this handler.)
+  wait->on_cancel([this, wait](asio::cancellation_type) {
+    connect_operation ended(std::move(*wait));
+    connect_waits_.erase(wait);
+    ended.complete(ex_, from::user_call, error_code(asio::error::operation_aborted));
+  });
+}
+
+void client_impl::end_connect_waits(const error_code& ec) {
+  auto waits = std::move(connect_waits_);
+  connect_waits_.clear();
+  for (auto& op : waits)
+    op.complete(ex_, from::user_call, ec);
 }
 
 void client_impl::close() noexcept {
@@ -53,6 +81,7 @@ void client_impl::close() noexcept {
     c->detach();
     c->close(asio::error::operation_aborted, from::user_call);
   }
+  end_connect_waits(asio::error::operation_aborted);
 }
 
 memory_region client_impl::register_memory(std::span<std::byte> bytes, access flags,
@@ -64,16 +93,26 @@ memory_region client_impl::register_memory(std::span<std::byte> bytes, access fl
   return register_for_bulk(conn_->rdma(), bytes, flags, ec);
 }
 
-void client_impl::connection_up(client_connection&) { backoff_ = options_.reconnect_backoff; }
+void client_impl::connection_up(client_connection&) {
+  backoff_ = options_.reconnect_backoff;
+  end_connect_waits({});
+}
 
-void client_impl::connection_failed(client_connection& c, const error_code&) {
+void client_impl::connection_failed(client_connection& c, const error_code& ec) {
   if (conn_.get() != &c)
     return;
+  const error_code why = ec; // `ec` may be the connection's, which the reset can free
   conn_.reset();
+  end_connect_waits(why);
   if (!endpoint_)
     return; // nowhere to reconnect to: calls fail with errc::unavailable from now on
   retry_at_ = std::chrono::steady_clock::now() + backoff_;
   backoff_ = std::min(backoff_ * 2, options_.max_reconnect_backoff);
+}
+
+void start_connect(client_impl* impl,
+                   asio_rdma::detail::pending_operation<void(error_code)>&& op) {
+  impl->connect(std::move(op));
 }
 
 void start_call(client_impl* impl, std::uint32_t method, asio::const_buffer request,

@@ -10,6 +10,7 @@
 #include <boost/asio/any_io_executor.hpp>
 
 #include <chrono>
+#include <list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -31,6 +32,8 @@ public:
   /// rpc::client::async_call: once, or under the retry policy if it is idempotent.
   void call(std::uint32_t method, boost::asio::const_buffer request, const call_options& o,
             call_completion&& op);
+  /// rpc::client::async_connect: completes `op` once the connection is up.
+  void connect(asio_rdma::detail::pending_operation<void(boost::system::error_code)>&& op);
   /// One attempt of a call, with this deadline from now.
   void attempt(std::uint32_t method, boost::asio::const_buffer request,
                std::chrono::milliseconds deadline, call_completion&& op);
@@ -52,6 +55,15 @@ public:
   void connection_failed(client_connection& c, const boost::system::error_code&) override;
 
 private:
+  using connect_operation = asio_rdma::detail::pending_operation<void(boost::system::error_code)>;
+
+  /// Starts a connection unless there is one: errc::unavailable during the backoff, or
+  /// with nowhere to connect to.
+  boost::system::error_code open_connection();
+  /// Completes every async_connect waiting, with `ec` (posted: this runs inside the
+  /// connection's own work or a user's close()).
+  void end_connect_waits(const boost::system::error_code& ec);
+
   boost::asio::any_io_executor ex_;
   std::optional<endpoint> endpoint_;
   client_options options_;
@@ -59,6 +71,9 @@ private:
   std::chrono::steady_clock::time_point retry_at_{};
   std::chrono::milliseconds backoff_;
   retrying_call::list retrying_; // idempotent calls, between and during their attempts
+  // async_connect's waits for the connection under way: few, and not on a call's path, so
+  // a list node each (its iterator is what a cancellation removes).
+  std::list<connect_operation> connect_waits_;
 };
 
 } // namespace asio_rdma::rpc::detail

@@ -234,13 +234,23 @@ server::~server() {
     impl_->close_all();
 }
 
+namespace {
+/// The implementation of a server that has one; a server moved from has none and throws.
+detail::server_impl& open_impl(const std::shared_ptr<detail::server_impl>& impl,
+                               const char* what) {
+  if (!impl)
+    throw boost::system::system_error(asio::error::bad_descriptor, what);
+  return *impl;
+}
+} // namespace
+
 void server::add_method(std::string_view name, method_handler handler) {
-  impl_->add_method(name, std::move(handler), method_options());
+  add_method(name, std::move(handler), method_options());
 }
 
 void server::add_method(std::string_view name, method_handler handler,
                         const method_options& options) {
-  impl_->add_method(name, std::move(handler), options);
+  open_impl(impl_, "rpc::server::add_method").add_method(name, std::move(handler), options);
 }
 
 std::uint16_t server::listen(std::string_view url) {
@@ -252,6 +262,10 @@ std::uint16_t server::listen(std::string_view url) {
 }
 
 std::uint16_t server::listen(std::string_view url, error_code& ec) {
+  if (!impl_) { // moved from
+    ec = asio::error::bad_descriptor;
+    return 0;
+  }
   auto ep = endpoint::parse(url);
   if (!ep) {
     ec = make_error_code(errc::bad_endpoint);
@@ -263,11 +277,11 @@ std::uint16_t server::listen(std::string_view url, error_code& ec) {
 void server::serve(asio::ip::tcp::socket socket) {
   error_code ignored;
   socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-  impl_->serve(detail::make_transport(std::move(socket)));
+  open_impl(impl_, "rpc::server::serve").serve(detail::make_transport(std::move(socket)));
 }
 
 void server::serve(asio_rdma::stream stream) {
-  impl_->serve(detail::make_transport(std::move(stream)));
+  open_impl(impl_, "rpc::server::serve").serve(detail::make_transport(std::move(stream)));
 }
 
 std::size_t server::calls_in_flight() const noexcept { return impl_ ? impl_->calls() : 0; }

@@ -58,6 +58,13 @@ asio::awaitable<void> echo_calls(rpc::client& c, int n, int in_flight,
   BOOST_TEST(failures == 0);
 }
 
+/// The url of a port on the transport under test that nobody listens on (one a server
+/// listened on, then closed).
+std::string url_with_no_listener(asio::io_context& io) {
+  rpc::server s(io.get_executor());
+  return listen_here(s);
+}
+
 /// Reads (and drops) what the server sends to `p` until it closes the connection: true if
 /// it does within 10 s.
 asio::awaitable<bool> closed_by_server(raw_peer& p) {
@@ -1100,11 +1107,7 @@ BOOST_AUTO_TEST_CASE(lost_server_fails_calls_then_the_channel_reconnects) {
 
 BOOST_AUTO_TEST_CASE(no_server_fails_the_call_without_hanging) {
   run(io, [&]() -> asio::awaitable<void> {
-    std::string url;
-    {
-      rpc::server s(io.get_executor());
-      url = listen_here(s); // a port with no listener once `s` is gone
-    }
+    const std::string url = url_with_no_listener(io);
     rpc::client_options co;
     co.connect_timeout = std::chrono::seconds(3);
     rpc::client c(io.get_executor(), url, co);
@@ -1114,6 +1117,113 @@ BOOST_AUTO_TEST_CASE(no_server_fails_the_call_without_hanging) {
     BOOST_TEST(ec.failed());
     BOOST_TEST_MESSAGE("connect failed with: " << ec.message());
     BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(5)));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(async_connect_connects_before_the_first_call) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("echo", echo);
+    const std::string url = listen_here(s);
+    rpc::client c(io.get_executor(), url);
+    std::vector<std::byte> memory(1 << 16);
+    error_code ec;
+    (void)c.register_memory(memory, asio_rdma::access::remote_read, ec);
+    BOOST_TEST(ec == asio::error::not_connected, ec.message());
+    BOOST_TEST(!c.is_connected());
+
+    // Three waits on one connection under way; the one cancelled ends alone.
+    int outcomes = 0;
+    error_code first, second, cancelled;
+    asio::cancellation_signal cancel;
+    c.async_connect([&](error_code e) {
+      first = e;
+      ++outcomes;
+    });
+    c.async_connect(asio::bind_cancellation_slot(cancel.slot(), [&](error_code e) {
+      cancelled = e;
+      ++outcomes;
+    }));
+    c.async_connect([&](error_code e) {
+      second = e;
+      ++outcomes;
+    });
+    cancel.emit(asio::cancellation_type::terminal);
+    for (int i = 0; i < 10000 && outcomes < 3; ++i)
+      co_await sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(outcomes == 3);
+    BOOST_TEST(cancelled == asio::error::operation_aborted, cancelled.message());
+    BOOST_TEST(!first, first.message());
+    BOOST_TEST(!second, second.message());
+    BOOST_TEST(c.is_connected());
+    BOOST_TEST(s.connections() == 1u); // one connection served all three
+
+    // Connected before any call: memory registers on its device (RDMA).
+    auto region = c.register_memory(memory, asio_rdma::access::remote_read, ec);
+    if (over_rdma()) {
+      BOOST_TEST(!ec, ec.message());
+      BOOST_TEST(region.is_registered());
+    } else {
+      BOOST_TEST(ec == asio_rdma::errc::operation_not_supported, ec.message());
+    }
+    // While connected it completes at once, posted.
+    bool again = false;
+    c.async_connect([&](error_code e) { again = !e; });
+    BOOST_TEST(!again); // not inside the call
+    co_await sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(again);
+    const auto hi = bytes_of("hi");
+    auto [e1, r1] =
+        co_await c.async_call("echo", asio::buffer(hi), asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(!e1, e1.message());
+    BOOST_TEST(r1 == hi);
+
+    // A client closed while it connects, and one closed before.
+    rpc::client closing(io.get_executor(), url);
+    error_code on_close;
+    bool closed_done = false;
+    closing.async_connect([&](error_code e) {
+      on_close = e;
+      closed_done = true;
+    });
+    closing.close();
+    auto [e2] = co_await closing.async_connect(asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(e2 == asio::error::bad_descriptor, e2.message());
+    for (int i = 0; i < 1000 && !closed_done; ++i)
+      co_await sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(closed_done);
+    BOOST_TEST(on_close == asio::error::operation_aborted, on_close.message());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(async_connect_to_no_server_fails_then_backs_off) {
+  run(io, [&]() -> asio::awaitable<void> {
+    const std::string url = url_with_no_listener(io);
+    rpc::client_options co;
+    co.connect_timeout = std::chrono::seconds(3);
+    co.reconnect_backoff = std::chrono::seconds(2);
+    rpc::client c(io.get_executor(), url, co);
+    const auto start = std::chrono::steady_clock::now();
+    auto t = asio::as_tuple(asio::use_awaitable);
+    auto [e1] = co_await c.async_connect(t);
+    BOOST_TEST(e1.failed());
+    BOOST_TEST(e1 != rpc::errc::unavailable, e1.message());
+    BOOST_TEST_MESSAGE("connect failed with: " << e1.message());
+    BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(5)));
+    BOOST_TEST(!c.is_connected());
+    // Within the backoff: at once, and a call too.
+    auto [e2] = co_await c.async_connect(t);
+    BOOST_TEST(e2 == rpc::errc::unavailable, e2.message());
+    auto [e3, r3] = co_await c.async_call("echo", asio::const_buffer(), t);
+    BOOST_TEST(e3 == rpc::errc::unavailable, e3.message());
+    // A server on that port: after the backoff, async_connect connects again.
+    rpc::server s(io.get_executor());
+    s.add_method("echo", echo);
+    s.listen(url);
+    co_await sleep_for(std::chrono::milliseconds(2100));
+    auto [e4] = co_await c.async_connect(t);
+    BOOST_TEST(!e4, e4.message());
+    BOOST_TEST(c.is_connected());
   });
 }
 
@@ -1490,6 +1600,14 @@ BOOST_AUTO_TEST_CASE(bad_endpoints_and_options_are_refused) {
   error_code ec;
   s.listen("udp://0.0.0.0:1", ec);
   BOOST_TEST(ec == rpc::errc::bad_endpoint);
+  // A server moved from refuses clearly instead of crashing.
+  rpc::server taken(std::move(s));
+  s.listen("tcp://127.0.0.1:0", ec);
+  BOOST_TEST(ec == asio::error::bad_descriptor, ec.message());
+  BOOST_CHECK_THROW(s.add_method("echo", echo), boost::system::system_error);
+  BOOST_CHECK_THROW(s.serve(asio::ip::tcp::socket(io)), boost::system::system_error);
+  BOOST_TEST(s.calls_in_flight() == 0u);
+  BOOST_TEST(taken.listen("tcp://127.0.0.1:0", ec) != 0u, ec.message());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -37,6 +37,22 @@ void start_call(client_impl* impl, std::uint32_t method, boost::asio::const_buff
                 asio_rdma::detail::pending_operation<void(boost::system::error_code,
                                                           std::size_t)>&& op);
 
+/// Starts client_impl::connect (lib/rpc/client.cpp).
+void start_connect(client_impl* impl,
+                   asio_rdma::detail::pending_operation<void(boost::system::error_code)>&& op);
+
+/// rpc::client::async_connect.
+class initiate_connect : public asio_rdma::detail::io_initiation<client_impl*> {
+public:
+  using io_initiation::io_initiation;
+  template <typename Handler> void operator()(Handler&& handler) const {
+    if (!impl_)
+      return closed(std::forward<Handler>(handler), boost::asio::error::bad_descriptor);
+    start_connect(impl_,
+                  pending<void(boost::system::error_code)>(std::forward<Handler>(handler)));
+  }
+};
+
 /// rpc::client::async_call.
 class initiate_call : public asio_rdma::detail::io_initiation<client_impl*> {
 public:
@@ -67,11 +83,11 @@ public:
 /// A client of one service endpoint: calls many at once on one connection, each with a
 /// deadline, cancellable, answered in any order.
 ///
-/// The connection is made by the first call (lazily), over RDMA (an asio_rdma::stream) or
-/// TCP as the endpoint says, with keepalive on. When it fails, every call in flight fails
-/// at once with the transport's error (connection_reset, a work completion's status,
-/// timed_out if it could not be established within connect_timeout); during the
-/// reconnect backoff that follows (client_options) calls fail at once with
+/// The connection is made by the first call (lazily) or by async_connect, over RDMA (an
+/// asio_rdma::stream) or TCP as the endpoint says, with keepalive on. When it fails, every
+/// call in flight fails at once with the transport's error (connection_reset, a work
+/// completion's status, timed_out if it could not be established within connect_timeout);
+/// during the reconnect backoff that follows (client_options) calls fail at once with
 /// errc::unavailable; the first call after it connects again. No call is retried behind
 /// the caller's back: only a call marked idempotent (call_options::idempotent) is sent
 /// again after a failure that says nothing of the server's answer, as
@@ -174,6 +190,25 @@ public:
                       std::forward<CompletionToken>(token));
   }
 
+  /// Connects now instead of at the first call: completes once the connection is up and
+  /// the hellos are exchanged, so that register_memory() can serve the first call and the
+  /// connect's cost is not paid by it. Calls may be made meanwhile; they wait as they
+  /// would for a lazy connect.
+  ///
+  /// Completion signature: void(error_code). Succeeds at once (posted) while connected.
+  /// Errors: the connection's own (connection_refused, the transport's error, timed_out
+  /// when client_options::connect_timeout passes), errc::unavailable during the reconnect
+  /// backoff after a failure (the backoff is not cut short) and for a client over an
+  /// established stream or socket whose connection has failed, asio::error::bad_descriptor
+  /// for a closed client, operation_aborted when cancelled or when the client is closed
+  /// meanwhile. Cancellation (any type, through the handler's slot): this wait ends with
+  /// operation_aborted; the connection attempt goes on for the calls that wait on it.
+  template <typename CompletionToken = boost::asio::deferred_t>
+  auto async_connect(CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
+        detail::initiate_connect(impl_.get(), ex_), token);
+  }
+
   /// Fails the pending calls with operation_aborted and closes the connection; later
   /// calls fail with asio::error::bad_descriptor.
   void close() noexcept;
@@ -190,7 +225,7 @@ public:
   /// call that pins `bytes`: register large, long-lived buffers once.
   ///
   /// Errors: asio::error::not_connected until the client's connection is up (it connects
-  /// at the first call); errc::operation_not_supported over TCP; bad_descriptor once the
+  /// at the first call, or at async_connect); errc::operation_not_supported over TCP; bad_descriptor once the
   /// client is closed; the registration's own error.
   memory_region register_memory(std::span<std::byte> bytes, access flags,
                                 boost::system::error_code& ec) const;

@@ -304,19 +304,23 @@ public:
   executor_type get_executor() const noexcept { return ex_; }
 
   /// Adds the method `name`. Throws std::invalid_argument if a method of that name, or of
-  /// another name with the same id (method_id()), exists.
+  /// another name with the same id (method_id()), exists, and boost::system::system_error
+  /// (asio::error::bad_descriptor) on a server moved from.
   void add_method(std::string_view name, method_handler handler);
   /// As above, with the method's options.
   void add_method(std::string_view name, method_handler handler, const method_options& options);
 
   /// Listens on `url` ("rdma://address:port" or "tcp://address:port"; port 0 picks one)
   /// and serves the connections it accepts. Returns the port listened on. Throws
-  /// boost::system::system_error (errc::bad_endpoint, the bind's error).
+  /// boost::system::system_error (errc::bad_endpoint, the bind's error,
+  /// asio::error::bad_descriptor on a server moved from).
   std::uint16_t listen(std::string_view url);
   /// As above, reporting failure through `ec` (then it returns 0).
   std::uint16_t listen(std::string_view url, boost::system::error_code& ec);
 
   /// Serves an established connection (for a stream or socket accepted by the program).
+  /// Throws boost::system::system_error (asio::error::bad_descriptor) on a server moved
+  /// from, closing the connection.
   void serve(boost::asio::ip::tcp::socket socket);
   void serve(asio_rdma::stream stream);
 

@@ -79,6 +79,11 @@ BOOST_AUTO_TEST_CASE(acceptor_that_does_not_listen_fails_cleanly) {
   a = std::move(b);
   a.listen("not an address", 1, o, ec);
   BOOST_TEST(ec.failed());
+  // One moved from refuses clearly instead of crashing.
+  b = std::move(a);
+  a.listen("0.0.0.0", 0, o, ec);
+  BOOST_TEST((ec == asio::error::bad_descriptor), ec.message());
+  BOOST_CHECK_THROW(a.listen("0.0.0.0", 0, o), boost::system::system_error);
 }
 
 BOOST_AUTO_TEST_CASE(undecided_request_and_region_moves) {
