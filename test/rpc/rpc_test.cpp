@@ -6,6 +6,7 @@
 #include "rpc/rpc_wire.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/post.hpp>
 
@@ -1607,6 +1608,13 @@ BOOST_AUTO_TEST_CASE(bad_endpoints_and_options_are_refused) {
   BOOST_CHECK_THROW(s.add_method("echo", echo), boost::system::system_error);
   BOOST_CHECK_THROW(s.serve(asio::ip::tcp::socket(io)), boost::system::system_error);
   BOOST_TEST(s.calls_in_flight() == 0u);
+  error_code shut;
+  // A server moved from has no executor: the result goes to the handler's, here `io`.
+  s.async_shutdown(std::chrono::milliseconds(0),
+                   asio::bind_executor(io, [&](error_code e) { shut = e; }));
+  BOOST_TEST(!shut); // posted, never inside the call
+  io.poll();
+  BOOST_TEST(shut == asio::error::bad_descriptor, shut.message());
   BOOST_TEST(taken.listen("tcp://127.0.0.1:0", ec) != 0u, ec.message());
 }
 

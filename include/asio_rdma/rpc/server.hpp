@@ -270,6 +270,8 @@ public:
   using io_initiation::io_initiation;
   template <typename Handler>
   void operator()(Handler&& handler, std::chrono::milliseconds grace) const {
+    if (!impl_) // a server moved from
+      return closed(std::forward<Handler>(handler), boost::asio::error::bad_descriptor);
     start_shutdown(impl_, grace,
                    pending<void(boost::system::error_code)>(std::forward<Handler>(handler)));
   }
@@ -328,7 +330,8 @@ public:
   /// calls running get `grace` to finish, then are cancelled (their clients get
   /// errc::cancelled) and get up to one more second; then every connection is closed.
   /// Completion signature: void(error_code) (no error unless the server was already shut
-  /// down: asio::error::operation_aborted). Not cancellable.
+  /// down: asio::error::operation_aborted; asio::error::bad_descriptor on a server moved
+  /// from). Not cancellable.
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_shutdown(std::chrono::milliseconds grace, CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
