@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <utility>
 
 namespace asio_rdma::rpc {
 namespace detail {
@@ -68,9 +69,7 @@ void client_impl::connect(connect_operation&& op) {
 }
 
 void client_impl::end_connect_waits(const error_code& ec) {
-  auto waits = std::move(connect_waits_);
-  connect_waits_.clear();
-  for (auto& op : waits)
+  for (auto& op : std::exchange(connect_waits_, {}))
     op.complete(ex_, from::user_call, ec);
 }
 

@@ -1,7 +1,9 @@
 #include "rpc/server_connection.hpp"
 
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
@@ -54,8 +56,7 @@ void server_connection::call::reset(std::uint64_t call_id, const method_entry* m
   sink.reset();
   context.reset(m ? std::string_view(m->name) : std::string_view(), deadline);
   cancel_reason = errc::cancelled;
-  if (signal.use_count() != 1) // the last handler's completion still holds it
-    signal = std::make_shared<boost::asio::cancellation_signal>();
+  runner = nullptr;
   frame = outgoing_frame{};
   frame.tag = call_id;
   running = bulk = pulling = cancel_requested = awaiting_release = has_reply_buffer =
@@ -348,8 +349,8 @@ void server_connection::run(call& c) {
   c.running = true;
   if (c.context.deadline() != std::chrono::steady_clock::time_point::max())
     deadlines_.watch(c.context.deadline(), this);
-  // The handler's own coroutine, spawned as it is: what it returns or throws is the reply
-  // (a handler that throws before its coroutine begins is answered the same way).
+  // What the handler returns or throws is the reply (a handler that throws before its
+  // coroutine begins is answered the same way).
   asio::awaitable<std::vector<std::byte>> handler;
   try {
     handler = c.method->handler(c.request_bytes(), c.context);
@@ -357,20 +358,81 @@ void server_connection::run(call& c) {
     const auto out = outcome_of(std::current_exception());
     return handler_done(c, out.status, out.message);
   }
-  // The call's reply is sent from the completion handler, once the coroutine is over: the
-  // call (and its signal, which the coroutine's slot refers to) may go as soon as the reply
-  // is written. The signal is shared with the handler, so it outlives the coroutine.
-  asio::co_spawn(server_->executor(), std::move(handler),
-                 asio::bind_cancellation_slot(
-                     c.signal->slot(), [self = shared_from_this(), &c, keep = c.signal](
-                                           std::exception_ptr e, std::vector<std::byte> reply) {
-                       if (e) {
-                         const auto out = outcome_of(e);
-                         return self->handler_done(c, out.status, out.message);
-                       }
-                       c.response = std::move(reply);
-                       self->handler_done(c, 0, {});
-                     }));
+  worker& w = idle_worker();
+  c.runner = &w;
+  w.assigned = &c;
+  w.handler = std::move(handler);
+  // The handler starts here, inside this call, as co_spawn would start it.
+  auto wake = std::move(*w.waiting);
+  w.waiting.reset();
+  std::move(wake)();
+}
+
+server_connection::worker& server_connection::idle_worker() {
+  if (idle_workers_.empty()) {
+    auto& w = *workers_.emplace_back(std::make_unique<worker>());
+    // Runs to its first wait at once (co_spawn starts a coroutine inside the call), which
+    // makes it idle. The worker catches what its handlers throw: an exception that ends
+    // it came from this connection's own code, and goes to io_context::run().
+    asio::co_spawn(server_->executor(), work(w),
+                   asio::bind_cancellation_slot(w.signal.slot(), [](std::exception_ptr e) {
+                     if (e)
+                       std::rethrow_exception(e);
+                   }));
+  }
+  worker* w = idle_workers_.back();
+  idle_workers_.pop_back();
+  return *w;
+}
+
+void server_connection::idle_wait::operator()(worker::wake_handler h) const {
+  w->waiting.emplace(std::move(h));
+  self->idle_workers_.push_back(w);
+}
+
+asio::awaitable<void> server_connection::work(worker& w) {
+  for (;;) {
+    co_await asio::async_initiate<const asio::use_awaitable_t<>, void()>(idle_wait{this, &w},
+                                                                         asio::use_awaitable);
+    if (!w.assigned) // the connection is closed
+      co_return;
+    call& c = *std::exchange(w.assigned, nullptr);
+    // The call's state is the connection's; a handler may outlive the connection's place
+    // in the server.
+    const auto keep = shared_from_this();
+    std::exception_ptr failure;
+    try {
+      c.response = co_await std::move(w.handler);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    // The next handler begins as a spawned one would: not cancelled, and with Asio's
+    // defaults whatever this one set.
+    co_await asio::this_coro::reset_cancellation_state();
+    co_await asio::this_coro::throw_if_cancelled(true);
+    c.runner = nullptr;
+    handler_ended(c, failure);
+    if (closed_)
+      co_return;
+  }
+}
+
+void server_connection::handler_ended(call& c, std::exception_ptr failure) {
+  if (!failure)
+    return handler_done(c, 0, {});
+  const auto out = outcome_of(failure);
+  handler_done(c, out.status, out.message);
+}
+
+void server_connection::end_idle_workers() {
+  // Each ends at once, inside this call: it waits for a call and finds none.
+  while (!idle_workers_.empty()) {
+    worker& w = *idle_workers_.back();
+    idle_workers_.pop_back();
+    auto wake = std::move(*w.waiting);
+    w.waiting.reset();
+    std::move(wake)();
+  }
 }
 
 // Due calls are cancelled by id, after the look at every call: a cancellation may end a
@@ -450,11 +512,11 @@ void server_connection::cancel(call& c, errc reason) {
     c.cancel_reason = reason;
     return;
   }
-  if (!c.running || c.context.cancelled())
+  if (!c.running || !c.runner || c.context.cancelled())
     return;
   c.cancel_reason = reason;
   c.context.mark_cancelled();
-  c.signal->emit(asio::cancellation_type::terminal);
+  c.runner->signal.emit(asio::cancellation_type::terminal);
 }
 
 void server_connection::cancel_calls() {
@@ -581,6 +643,7 @@ void server_connection::close() {
   for (auto id : unreleased)
     drop(*calls_.at(id));
   cancel_calls();
+  end_idle_workers();
 }
 
 void server_connection::close_gracefully() {

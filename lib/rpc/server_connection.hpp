@@ -19,10 +19,14 @@
 #include "rpc/server_impl.hpp"
 #include "rpc/transport.hpp"
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/unordered/unordered_flat_map.hpp>
 
+#include <exception>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace asio_rdma::rpc::detail {
@@ -44,9 +48,23 @@ public:
   void cancel_calls();
 
 private:
+  struct call;
+  // A coroutine that runs handlers, one call after another (work()), kept for the
+  // connection's life: a call costs no co_spawn (a new coroutine, a post to start it, one
+  // to end it, two executor work guards) but a resumption. As many exist as handlers
+  // have run at once.
+  struct worker {
+    using wake_handler =
+        boost::asio::async_result<boost::asio::use_awaitable_t<>, void()>::handler_type;
+    std::optional<wake_handler> waiting; // set while idle: resumed with the next call
+    call* assigned = nullptr;            // the call it is resumed for (none: it ends)
+    boost::asio::awaitable<std::vector<std::byte>> handler; // that call's handler
+    // Bound to the coroutine: cancels the handler it runs.
+    boost::asio::cancellation_signal signal;
+  };
+
   // A call, from its request to its reply's write. Calls are reused (idle_calls_): a
-  // request costs no allocation of its state, its signal or (up to kept_request_bytes)
-  // its bytes.
+  // request costs no allocation of its state or (up to kept_request_bytes) its bytes.
   struct call {
     call(const boost::asio::any_io_executor& ex, asio_rdma::connection* rdma)
         : source(ex), sink(ex),
@@ -62,9 +80,7 @@ private:
     reply_sink sink;       // the reply for context.reply_bulk()
     call_context context;
     errc cancel_reason = errc::cancelled;
-    // Shared with the handler's completion, which the coroutine's slot is bound to.
-    std::shared_ptr<boost::asio::cancellation_signal> signal =
-        std::make_shared<boost::asio::cancellation_signal>();
+    worker* runner = nullptr; // the worker running its handler
     outgoing_frame frame;
     bool running = false;
     bool bulk = false;             // its request is a bulk one: `descriptor`, then pulled
@@ -108,6 +124,19 @@ private:
   /// Cancels the running calls whose deadline is `now` or earlier; watches the rest's.
   void expire_calls(std::chrono::steady_clock::time_point now);
   void run(call& c);
+  /// A worker's coroutine: waits for a call, runs its handler, answers, and again.
+  boost::asio::awaitable<void> work(worker& w);
+  /// The initiation of a worker's wait for its next call: it becomes idle.
+  struct idle_wait {
+    server_connection* self;
+    worker* w;
+    void operator()(worker::wake_handler h) const;
+  };
+  /// The handler of `c` returned, or threw `failure`.
+  void handler_ended(call& c, std::exception_ptr failure);
+  worker& idle_worker();
+  /// Ends the idle workers' coroutines (the connection is closed).
+  void end_idle_workers();
   void handler_done(call& c, std::uint32_t status, std::string_view message);
   static void on_drained(void* owner, const boost::system::error_code&, std::size_t);
   void answer(call& c, std::uint32_t status, std::string_view message);
@@ -133,6 +162,8 @@ private:
   frame_writer writer_;
   boost::unordered_flat_map<std::uint64_t, std::unique_ptr<call>> calls_;
   std::vector<std::unique_ptr<call>> idle_calls_; // calls ended, for the next requests
+  std::vector<std::unique_ptr<worker>> workers_;
+  std::vector<worker*> idle_workers_; // those waiting for a call
   call_deadlines deadlines_;
   wire::header_bytes hello_in_{};
   frame_reader reader_;       // the frames read, not yet taken
