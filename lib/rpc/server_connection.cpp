@@ -375,10 +375,11 @@ server_connection::worker& server_connection::idle_worker() {
     // makes it idle. The worker catches what its handlers throw: an exception that ends
     // it came from this connection's own code, and goes to io_context::run().
     asio::co_spawn(server_->executor(), work(w),
-                   asio::bind_cancellation_slot(w.signal.slot(), [](std::exception_ptr e) {
-                     if (e)
-                       std::rethrow_exception(e);
-                   }));
+                   asio::bind_cancellation_slot(w.signal->slot(),
+                                                [keep = w.signal](std::exception_ptr e) {
+                                                  if (e)
+                                                    std::rethrow_exception(e);
+                                                }));
   }
   worker* w = idle_workers_.back();
   idle_workers_.pop_back();
@@ -516,7 +517,7 @@ void server_connection::cancel(call& c, errc reason) {
     return;
   c.cancel_reason = reason;
   c.context.mark_cancelled();
-  c.runner->signal.emit(asio::cancellation_type::terminal);
+  c.runner->signal->emit(asio::cancellation_type::terminal);
 }
 
 void server_connection::cancel_calls() {

@@ -1,5 +1,5 @@
 // One connection of an rpc::server: reads requests and cancels, runs each call's handler
-// as its own coroutine (cancelled through its own signal), writes the replies in the order
+// on one of its worker coroutines (cancelled through that worker's signal), writes the replies in the order
 // they are ready (frame_writer), and holds back reading while it has no room for another
 // call (server_options' limits): a client cannot make the server hold more than
 // max_calls_per_connection requests and replies of its own.
@@ -59,8 +59,11 @@ private:
     std::optional<wake_handler> waiting; // set while idle: resumed with the next call
     call* assigned = nullptr;            // the call it is resumed for (none: it ends)
     boost::asio::awaitable<std::vector<std::byte>> handler; // that call's handler
-    // Bound to the coroutine: cancels the handler it runs.
-    boost::asio::cancellation_signal signal;
+    // Bound to the coroutine: cancels the handler it runs. Shared with the coroutine's
+    // completion: the coroutine's cancellation state lives in it until the coroutine is
+    // over, which may be after the connection (and this) is gone.
+    std::shared_ptr<boost::asio::cancellation_signal> signal =
+        std::make_shared<boost::asio::cancellation_signal>();
   };
 
   // A call, from its request to its reply's write. Calls are reused (idle_calls_): a
