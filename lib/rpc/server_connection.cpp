@@ -358,32 +358,32 @@ void server_connection::run(call& c) {
     const auto out = outcome_of(std::current_exception());
     return handler_done(c, out.status, out.message);
   }
-  worker& w = idle_worker();
+  // The handler starts here, inside this call, as co_spawn would start it.
+  if (!idle_workers_.empty()) {
+    worker& w = *idle_workers_.back();
+    idle_workers_.pop_back();
+    assign(w, c, std::move(handler));
+    auto wake = std::move(*w.waiting);
+    w.waiting.reset();
+    return std::move(wake)();
+  }
+  worker& w = *workers_.emplace_back(std::make_unique<worker>());
+  assign(w, c, std::move(handler));
+  // The worker catches what its handlers throw: an exception that ends it came from this
+  // connection's own code, and goes to io_context::run().
+  asio::co_spawn(server_->executor(), work(w, shared_from_this()),
+                 asio::bind_cancellation_slot(w.signal->slot(),
+                                              [keep = w.signal](std::exception_ptr e) {
+                                                if (e)
+                                                  std::rethrow_exception(e);
+                                              }));
+}
+
+void server_connection::assign(worker& w, call& c,
+                               asio::awaitable<std::vector<std::byte>> handler) noexcept {
   c.runner = &w;
   w.assigned = &c;
   w.handler = std::move(handler);
-  // The handler starts here, inside this call, as co_spawn would start it.
-  auto wake = std::move(*w.waiting);
-  w.waiting.reset();
-  std::move(wake)();
-}
-
-server_connection::worker& server_connection::idle_worker() {
-  if (idle_workers_.empty()) {
-    auto& w = *workers_.emplace_back(std::make_unique<worker>());
-    // Runs to its first wait at once (co_spawn starts a coroutine inside the call), which
-    // makes it idle. The worker catches what its handlers throw: an exception that ends
-    // it came from this connection's own code, and goes to io_context::run().
-    asio::co_spawn(server_->executor(), work(w),
-                   asio::bind_cancellation_slot(w.signal->slot(),
-                                                [keep = w.signal](std::exception_ptr e) {
-                                                  if (e)
-                                                    std::rethrow_exception(e);
-                                                }));
-  }
-  worker* w = idle_workers_.back();
-  idle_workers_.pop_back();
-  return *w;
 }
 
 void server_connection::idle_wait::operator()(worker::wake_handler h) const {
@@ -391,16 +391,20 @@ void server_connection::idle_wait::operator()(worker::wake_handler h) const {
   self->idle_workers_.push_back(w);
 }
 
-asio::awaitable<void> server_connection::work(worker& w) {
+asio::awaitable<void> server_connection::work(worker& w, std::shared_ptr<server_connection> keep) {
+  // `keep` holds the connection while a handler runs (the call's state is the connection's,
+  // and a handler may outlive the connection's place in the server); an idle worker leaves
+  // it to the server, and a connection closed ends its idle workers.
   for (;;) {
-    co_await asio::async_initiate<const asio::use_awaitable_t<>, void()>(idle_wait{this, &w},
-                                                                         asio::use_awaitable);
-    if (!w.assigned) // the connection is closed
-      co_return;
+    if (!w.assigned) { // (a new worker begins with its first call)
+      keep.reset(); // not the last: the connection is open, so the server holds it
+      co_await asio::async_initiate<const asio::use_awaitable_t<>, void()>(
+          idle_wait{this, &w}, asio::use_awaitable);
+      if (!w.assigned) // the connection is closed
+        co_return;
+      keep = shared_from_this();
+    }
     call& c = *std::exchange(w.assigned, nullptr);
-    // The call's state is the connection's; a handler may outlive the connection's place
-    // in the server.
-    const auto keep = shared_from_this();
     std::exception_ptr failure;
     try {
       c.response = co_await std::move(w.handler);

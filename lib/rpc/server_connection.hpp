@@ -128,7 +128,7 @@ private:
   void expire_calls(std::chrono::steady_clock::time_point now);
   void run(call& c);
   /// A worker's coroutine: waits for a call, runs its handler, answers, and again.
-  boost::asio::awaitable<void> work(worker& w);
+  boost::asio::awaitable<void> work(worker& w, std::shared_ptr<server_connection> keep);
   /// The initiation of a worker's wait for its next call: it becomes idle.
   struct idle_wait {
     server_connection* self;
@@ -137,7 +137,9 @@ private:
   };
   /// The handler of `c` returned, or threw `failure`.
   void handler_ended(call& c, std::exception_ptr failure);
-  worker& idle_worker();
+  /// `c` is `w`'s next call.
+  static void assign(worker& w, call& c,
+                     boost::asio::awaitable<std::vector<std::byte>> handler) noexcept;
   /// Ends the idle workers' coroutines (the connection is closed).
   void end_idle_workers();
   void handler_done(call& c, std::uint32_t status, std::string_view message);
