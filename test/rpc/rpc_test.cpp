@@ -947,6 +947,65 @@ BOOST_AUTO_TEST_CASE(cancellation_reaches_the_server_handler) {
   });
 }
 
+// A connection's handlers run on coroutines it keeps, one call after another: each begins
+// as a spawned one would, not cancelled by the call before it and with Asio's defaults
+// whatever that one set (here throw_if_cancelled(false)).
+BOOST_AUTO_TEST_CASE(each_handler_begins_with_a_fresh_cancellation_state) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    int lenient_cancelled = 0, strict_cancelled = 0, strict_threw = 0;
+    s.add_method("lenient", [&](std::span<const std::byte>,
+                                rpc::call_context&) -> asio::awaitable<std::vector<std::byte>> {
+      co_await asio::this_coro::throw_if_cancelled(false);
+      asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::seconds(60));
+      auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      lenient_cancelled += ec == asio::error::operation_aborted;
+      co_await sleep_for(std::chrono::milliseconds(1)); // lenient: no throw
+      co_return std::vector<std::byte>();
+    });
+    s.add_method("strict", [&](std::span<const std::byte>,
+                               rpc::call_context&) -> asio::awaitable<std::vector<std::byte>> {
+      asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::seconds(60));
+      auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      strict_cancelled += ec == asio::error::operation_aborted;
+      try { // cancelled: Asio's default makes the next co_await throw
+        co_await sleep_for(std::chrono::milliseconds(1));
+      } catch (const boost::system::system_error& e) {
+        strict_threw += e.code() == asio::error::operation_aborted;
+      }
+      co_return std::vector<std::byte>();
+    });
+    s.add_method("nap", [](std::span<const std::byte> r,
+                           rpc::call_context&) -> asio::awaitable<std::vector<std::byte>> {
+      co_await sleep_for(std::chrono::milliseconds(5)); // throws if begun cancelled
+      co_return std::vector<std::byte>(r.begin(), r.end());
+    });
+    rpc::client c(io.get_executor(), listen_here(s));
+    const auto hi = bytes_of("not cancelled");
+    for (int round = 0; round < 3; ++round) {
+      for (const char* method : {"strict", "lenient"}) {
+        asio::cancellation_signal cancel;
+        bool done = false;
+        c.async_call(method, asio::const_buffer(),
+                     asio::bind_cancellation_slot(cancel.slot(),
+                                                  [&](error_code, std::vector<std::byte>) {
+                                                    done = true;
+                                                  }));
+        for (int i = 0; i < 2000 && s.calls_in_flight() == 0; ++i) // its handler runs
+          co_await sleep_for(std::chrono::milliseconds(1));
+        cancel.emit(asio::cancellation_type::terminal);
+        co_await wait_until(done);
+        co_await until_no_calls(s);
+        auto r = co_await c.async_call("nap", asio::buffer(hi), asio::use_awaitable);
+        BOOST_TEST(r == hi);
+      }
+    }
+    BOOST_TEST(lenient_cancelled == 3);
+    BOOST_TEST(strict_cancelled == 3);
+    BOOST_TEST(strict_threw == 3);
+  });
+}
+
 BOOST_AUTO_TEST_CASE(a_reply_racing_a_cancel_has_exactly_one_outcome) {
   run(io, [&]() -> asio::awaitable<void> {
     rpc::server s(io.get_executor());
