@@ -361,11 +361,8 @@ void server_connection::run(call& c) {
   // The handler starts here, inside this call, as co_spawn would start it.
   if (!idle_workers_.empty()) {
     worker& w = *idle_workers_.back();
-    idle_workers_.pop_back();
     assign(w, c, std::move(handler));
-    auto wake = std::move(*w.waiting);
-    w.waiting.reset();
-    return std::move(wake)();
+    return wake_idle_worker();
   }
   worker& w = *workers_.emplace_back(std::make_unique<worker>());
   assign(w, c, std::move(handler));
@@ -429,15 +426,18 @@ void server_connection::handler_ended(call& c, std::exception_ptr failure) {
   handler_done(c, out.status, out.message);
 }
 
+void server_connection::wake_idle_worker() {
+  worker& w = *idle_workers_.back();
+  idle_workers_.pop_back();
+  auto wake = std::move(*w.waiting);
+  w.waiting.reset();
+  std::move(wake)(); // runs it until it waits again, or ends
+}
+
 void server_connection::end_idle_workers() {
-  // Each ends at once, inside this call: it waits for a call and finds none.
-  while (!idle_workers_.empty()) {
-    worker& w = *idle_workers_.back();
-    idle_workers_.pop_back();
-    auto wake = std::move(*w.waiting);
-    w.waiting.reset();
-    std::move(wake)();
-  }
+  // Each ends at once, inside this call: it is woken with no call.
+  while (!idle_workers_.empty())
+    wake_idle_worker();
 }
 
 // Due calls are cancelled by id, after the look at every call: a cancellation may end a

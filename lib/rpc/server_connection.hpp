@@ -1,8 +1,8 @@
 // One connection of an rpc::server: reads requests and cancels, runs each call's handler
-// on one of its worker coroutines (cancelled through that worker's signal), writes the replies in the order
-// they are ready (frame_writer), and holds back reading while it has no room for another
-// call (server_options' limits): a client cannot make the server hold more than
-// max_calls_per_connection requests and replies of its own.
+// on one of its worker coroutines (cancelled through that worker's signal), writes the
+// replies in the order they are ready (frame_writer), and holds back reading while it has
+// no room for another call (server_options' limits): a client cannot make the server hold
+// more than max_calls_per_connection requests and replies of its own.
 //
 // Over RDMA (bulk_transfer.hpp), a bulk request is RDMA-read from the client's memory
 // before its handler runs, and a reply of at least bulk_threshold bytes is registered for
@@ -140,6 +140,8 @@ private:
   /// `c` is `w`'s next call.
   static void assign(worker& w, call& c,
                      boost::asio::awaitable<std::vector<std::byte>> handler) noexcept;
+  /// Resumes the last idle worker: with the call assigned to it, or with none, to end.
+  void wake_idle_worker();
   /// Ends the idle workers' coroutines (the connection is closed).
   void end_idle_workers();
   void handler_done(call& c, std::uint32_t status, std::string_view message);
