@@ -25,6 +25,8 @@ struct outgoing_frame {
   place where = place::none;
   /// Its owner's tag (a client's call id), for the owner to find it again when written.
   std::uint64_t tag = 0;
+  /// Or its owner itself (a server's call), reached with no lookup when written.
+  void* owner = nullptr;
 };
 
 class frame_writer {

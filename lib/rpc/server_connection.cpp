@@ -1,6 +1,7 @@
 #include "rpc/server_connection.hpp"
 
 #include <boost/asio/async_result.hpp>
+#include <boost/assert.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -58,7 +59,7 @@ void server_connection::call::reset(std::uint64_t call_id, const method_entry* m
   cancel_reason = errc::cancelled;
   runner = nullptr;
   frame = outgoing_frame{};
-  frame.tag = call_id;
+  frame.owner = this;
   running = bulk = pulling = cancel_requested = awaiting_release = has_reply_buffer =
       payload_taken = false;
   outcome = 0;
@@ -570,6 +571,9 @@ bool server_connection::expose_reply(call& c) {
 }
 
 void server_connection::drop(call& c) {
+  // Its frame is in no queue: a call is dropped once its reply is written, or taken out of
+  // the queue unwritten (close), never while the writer still holds it.
+  BOOST_ASSERT(c.frame.where == outgoing_frame::place::none);
   keep_spare(std::move(c.pulled)); // (never while pulling: on_pulled ends that first)
   // Kept for the next request, up to as many as may run at once.
   auto it = calls_.find(c.id);
@@ -608,9 +612,8 @@ bool server_connection::batch_written(const error_code& ec) {
   for (auto* f = writer_.finish_batch(); f;) {
     auto* next = f->next;
     if (f != &hello_)
-      if (auto it = calls_.find(f->tag);
-          it != calls_.end() && (!it->second->awaiting_release || closed_))
-        drop(*it->second);
+      if (call& c = call_of(*f); !c.awaiting_release || closed_)
+        drop(c);
     f = next;
   }
   if (graceful_ && !ec) {
@@ -636,8 +639,7 @@ void server_connection::close() {
   for (auto* f = writer_.drop_queued(); f;) {
     auto* next = f->next;
     if (f != &hello_)
-      if (auto it = calls_.find(f->tag); it != calls_.end())
-        drop(*it->second);
+      drop(call_of(*f));
     f = next;
   }
   // Bulk replies the client has not released: its connection is gone.
@@ -659,8 +661,7 @@ void server_connection::close_gracefully() {
   for (auto* f = writer_.drop_queued(); f;) {
     auto* next = f->next;
     if (f != &hello_)
-      if (auto it = calls_.find(f->tag); it != calls_.end())
-        drop(*it->second);
+      drop(call_of(*f));
     f = next;
   }
   cancel_calls();

@@ -153,6 +153,8 @@ private:
   /// Answers `c` with an error frame carrying `message` (cut to the longest message).
   void fail_call(call& c, errc status, std::string_view message);
   void drop(call& c);
+  /// The call whose reply `f` is (any frame but hello_).
+  static call& call_of(outgoing_frame& f) noexcept { return *static_cast<call*>(f.owner); }
   /// Writes the queued frames: at once while the transport has room (write_now), else
   /// through an asynchronous write that ends in on_written.
   void kick();
