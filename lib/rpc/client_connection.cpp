@@ -290,7 +290,7 @@ bool client_connection::wants_bulk(std::size_t bytes) const noexcept {
 error_code client_connection::expose(call_slot& c) {
   error_code ec;
   if (wants_bulk(c.request.size())) {
-    c.exposed = std::make_unique<exposed_payload>(
+    c.exposed.emplace(
         *rdma_, c.request, exposed_payload::peer_may::read, c.op.request_memory(), ec);
     if (ec) {
       c.exposed.reset();
@@ -298,7 +298,7 @@ error_code client_connection::expose(call_slot& c) {
     }
   }
   if (rdma_ && server_pulls_ && c.op.expose() && c.op.into().size() != 0) {
-    c.reply_exposed = std::make_unique<exposed_payload>(
+    c.reply_exposed.emplace(
         *rdma_, c.op.into(), exposed_payload::peer_may::write, c.op.reply_memory(), ec);
     if (ec) {
       c.exposed.reset();

@@ -105,8 +105,8 @@ private:
     std::optional<boost::system::error_code> held; // an end waiting for the request's write
     bool held_with_response = false;
     boost::asio::const_buffer request;        // the caller's request bytes
-    std::unique_ptr<exposed_payload> exposed; // a bulk request's memory
-    std::unique_ptr<exposed_payload> reply_exposed; // the caller's reply buffer, writable
+    std::optional<exposed_payload> exposed; // a bulk request's memory
+    std::optional<exposed_payload> reply_exposed; // the caller's reply buffer, writable
     descriptor_bytes bulk_reply{};            // a bulk reply's descriptor, as read
     bool release_pending = false; // a release frame waits for the frame being written
   };

@@ -557,8 +557,7 @@ bool server_connection::expose_reply(call& c) {
   if (!client_pulls_ || threshold == 0 || c.response.size() < threshold)
     return true;
   error_code ec;
-  c.exposed = std::make_unique<exposed_payload>(*rdma_, asio::buffer(c.response),
-                                                exposed_payload::peer_may::read, ec);
+  c.exposed.emplace(*rdma_, asio::buffer(c.response), exposed_payload::peer_may::read, ec);
   if (ec) {
     c.exposed.reset();
     fail_call(c, errc::handler_failed, "the reply could not be registered: " + ec.message());
