@@ -104,10 +104,10 @@ private:
     bool reading = false;             // that frame's payload is being read into `response`
     std::optional<boost::system::error_code> held; // an end waiting for the request's write
     bool held_with_response = false;
-    boost::asio::const_buffer request;        // the caller's request bytes
-    std::optional<exposed_payload> exposed; // a bulk request's memory
+    boost::asio::const_buffer request;            // the caller's request bytes
+    std::optional<exposed_payload> exposed;       // a bulk request's memory
     std::optional<exposed_payload> reply_exposed; // the caller's reply buffer, writable
-    descriptor_bytes bulk_reply{};            // a bulk reply's descriptor, as read
+    descriptor_bytes bulk_reply{};                // a bulk reply's descriptor, as read
     bool release_pending = false; // a release frame waits for the frame being written
   };
   using owner = pull_owner<client_connection>;

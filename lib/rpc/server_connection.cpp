@@ -1,10 +1,10 @@
 #include "rpc/server_connection.hpp"
 
 #include <boost/asio/async_result.hpp>
-#include <boost/assert.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/assert.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>

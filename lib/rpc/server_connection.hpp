@@ -97,7 +97,7 @@ private:
     descriptor_bytes descriptor{};
     std::unique_ptr<bulk_buffer> pulled;      // a bulk request's bytes (the first
     std::size_t pulled_length = 0;            // pulled_length of it)
-    std::optional<exposed_payload> exposed; // a bulk reply's registration
+    std::optional<exposed_payload> exposed;   // a bulk reply's registration
 
     std::span<const std::byte> request_bytes() const noexcept {
       if (pulled)
