@@ -4,7 +4,6 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/assert.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
@@ -570,9 +569,8 @@ bool server_connection::expose_reply(call& c) {
 }
 
 void server_connection::drop(call& c) {
-  // Its frame is in no queue: a call is dropped once its reply is written, or taken out of
-  // the queue unwritten (close), never while the writer still holds it.
-  BOOST_ASSERT(c.frame.where == outgoing_frame::place::none);
+  // Its frame is in no queue (call_of relies on it): a call is dropped once its reply is
+  // written, or taken out of the queue unwritten (close), never while the writer holds it.
   keep_spare(std::move(c.pulled)); // (never while pulling: on_pulled ends that first)
   // Kept for the next request, up to as many as may run at once.
   auto it = calls_.find(c.id);

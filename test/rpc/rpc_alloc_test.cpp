@@ -87,6 +87,14 @@ asio::awaitable<void> calls_into_buffers(rpc::client& c, int n, buffers& b,
 /// stage; an allocation per call shows in a block of any size).
 int block() { return static_cast<int>(scaled(2000, 200)); }
 
+/// The counts of `blocks`, each after a space, for the test's message.
+std::string listed(const std::vector<std::size_t>& blocks) {
+  std::ostringstream counts;
+  for (auto n : blocks)
+    counts << " " << n;
+  return counts.str();
+}
+
 } // namespace
 
 /// Asio's handler memory counts too: its recycling allocator's misses go to aligned_alloc
@@ -118,11 +126,8 @@ BOOST_AUTO_TEST_CASE(calls_into_the_callers_buffer_allocate_nothing_on_the_clien
         co_await calls_into_buffers(c, n, b, &counted);
         blocks.push_back(counted);
       }
-      std::ostringstream counts;
-      for (auto n : blocks)
-        counts << " " << n;
       BOOST_TEST_MESSAGE(in_flight << " in flight: heap allocations on the client in blocks of "
-                                   << n << " calls:" << counts.str());
+                                   << n << " calls:" << listed(blocks));
       BOOST_TEST(blocks.back() == 0u);
     }
   });
@@ -159,13 +164,12 @@ BOOST_AUTO_TEST_CASE(bulk_calls_from_registered_memory_allocate_nothing_on_the_c
     const std::span<std::byte> request(memory.data(), size), reply(memory.data() + size, size);
     int wrong = 0;
     const int n = static_cast<int>(scaled(500, 100));
-    // A block of n calls, each request patterned anew and its echo checked; counted from
-    // the second block on (the first is the warm-up: pools and caches fill). As above,
-    // within three counted blocks, one that allocates nothing at all.
+    // Blocks of n calls, each request patterned anew and its echo checked. The first is the
+    // warm-up (pools and caches fill); as above, within three counted blocks after it, one
+    // that allocates nothing at all.
     std::vector<std::size_t> blocks;
     blocks.reserve(3);
-    for (bool warm = false; blocks.size() < 3 && (blocks.empty() || blocks.back() != 0);
-         warm = true) {
+    for (int pass = 0; blocks.size() < 3 && (blocks.empty() || blocks.back() != 0); ++pass) {
       counting_scope scope(counted_threads::this_thread);
       for (int seq = 0; seq < n; ++seq) {
         for (std::size_t i = 0; i < size; ++i)
@@ -175,14 +179,11 @@ BOOST_AUTO_TEST_CASE(bulk_calls_from_registered_memory_allocate_nothing_on_the_c
         if (e || length != size || !std::equal(request.begin(), request.end(), reply.begin()))
           ++wrong;
       }
-      if (warm)
+      if (pass > 0)
         blocks.push_back(scope.count());
     }
-    std::ostringstream counts;
-    for (auto b : blocks)
-      counts << " " << b;
     BOOST_TEST_MESSAGE("heap allocations on the client in blocks of " << n
-                       << " bulk calls from registered memory:" << counts.str());
+                       << " bulk calls from registered memory:" << listed(blocks));
     BOOST_TEST(wrong == 0);
     BOOST_TEST(blocks.back() == 0u);
   });
@@ -209,11 +210,8 @@ BOOST_AUTO_TEST_CASE(calls_with_a_reply_vector_allocate_the_vector) {
       }
       blocks.push_back(scope.count());
     }
-    std::ostringstream counts;
-    for (auto n : blocks)
-      counts << " " << n;
     BOOST_TEST_MESSAGE("heap allocations in blocks of " << n << " calls with reply vectors:"
-                       << counts.str());
+                       << listed(blocks));
     BOOST_TEST(blocks.back() <= std::size_t(n)); // the reply's vector, nothing more
   });
 }
