@@ -162,7 +162,7 @@ void client_connection::call(std::uint32_t method, asio::const_buffer request,
   c->request = request;
   c->frame.payload = request;
   c->frame.trailer = asio::const_buffer();
-  c->frame.tag = id;
+  c->frame.owner = c;
   c->exposed.reset();
   c->reply_exposed.reset();
   c->release_pending = false;
@@ -397,21 +397,25 @@ void client_connection::on_written(void* p, const error_code& ec, std::size_t) {
 void client_connection::batch_written(const error_code& ec, from origin) {
   for (auto* f = writer_.finish_batch(); f;) {
     auto* next = f->next;
-    if (call_slot* c = calls_.find(f->tag)) {
-      if (!c->request_out) {
-        c->request_out = true;
-        deliver_held(*c, origin);
-        // Ended (cancelled, deadline) while its request was written: the server has it.
-        if ((!c->op || c->held) && !c->answered && !ec)
-          send_cancel(*c);
-        if (c->held && server_may_access(*c))
-          hold_for_server(*c);
-      }
-      if (std::exchange(c->release_pending, false))
-        send_release(*c);
-      maybe_release(*c);
-    }
+    // The frame's own slot, with no lookup: maybe_release() keeps a slot whose frame is
+    // queued or being written, so it is still this frame's call. Only fail(), run by a
+    // handler this loop delivered to, releases slots whose calls have ended: skipped.
+    call_slot& c = slot_of(*f);
     f = next;
+    if (!c.in_use)
+      continue;
+    if (!c.request_out) {
+      c.request_out = true;
+      deliver_held(c, origin);
+      // Ended (cancelled, deadline) while its request was written: the server has it.
+      if ((!c.op || c.held) && !c.answered && !ec)
+        send_cancel(c);
+      if (c.held && server_may_access(c))
+        hold_for_server(c);
+    }
+    if (std::exchange(c.release_pending, false))
+      send_release(c);
+    maybe_release(c);
   }
   if (ec)
     fail(ec, from::completion_path);

@@ -23,9 +23,9 @@ struct outgoing_frame {
   boost::asio::const_buffer trailer; // more payload after it (a reply buffer's descriptor)
   outgoing_frame* next = nullptr;
   place where = place::none;
-  /// Its owner's tag (a client's call id), for the owner to find it again when written.
-  std::uint64_t tag = 0;
-  /// Or its owner itself (a server's call), reached with no lookup when written.
+  /// Its owner (a client's or a server's call), reached with no lookup when written. An
+  /// owner outlives its frame's stay in the writer: neither side frees or reuses a call
+  /// while its frame is queued or being written.
   void* owner = nullptr;
 };
 
