@@ -204,6 +204,10 @@ void describe(CLI::App& app, settings& s) {
   client->add_flag("--rpc-bulk-handles", s.rpc_bulk_handles,
                    "--op rpc: echo through bulk handles (the reply RDMA-written into the "
                    "caller's exposed buffer) instead of a returned vector");
+  client->add_flag("--rpc-registered", s.rpc_registered,
+                   "--op rpc: each caller's request and reply buffers in memory it registered "
+                   "once (call_options::request_memory, reply_memory; the reply buffer "
+                   "exposed): a bulk call registers nothing on the client");
   client->add_flag("--shared-queues", s.shared_queues,
                    "the client's connections share one completion queue and one shared receive "
                    "queue (asio_rdma::shared_queues)");

@@ -75,6 +75,7 @@ struct settings {
   /// --op rpc: the echo through bulk handles (the client exposes its reply buffer, the
   /// handler writes the request back through reply_bulk()) instead of a returned vector.
   bool rpc_bulk_handles = false;
+  bool rpc_registered = false; // --op rpc: request and reply in memory registered once
   std::uint32_t inline_size = 64;
   /// The client's connections let SoftiWARP send large payloads from their buffers
   /// (connection_options::siw_zero_copy): rdma_bench never changes a buffer's content.

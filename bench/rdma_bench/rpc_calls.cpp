@@ -14,9 +14,11 @@
 
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -61,14 +63,30 @@ asio_rdma::connection_options options_for(const test_parameters& t) {
   return o;
 }
 
-awaitable<void> caller(rpc::client& c, measurement& m, std::size_t size, bool bulk_handles,
+awaitable<void> caller(rpc::client& c, measurement& m, std::size_t size, const settings& s,
                        bool& failed, std::string& why) {
   rpc::call_options options;
-  options.expose_reply_buffer = bulk_handles;
-  const char* method = bulk_handles ? "echo_bulk" : "echo";
+  options.expose_reply_buffer = s.rpc_bulk_handles || s.rpc_registered;
+  const char* method = s.rpc_bulk_handles ? "echo_bulk" : "echo";
   // Replies into a buffer of the caller's, reused as perftest reuses its buffers: the
-  // call path then allocates nothing.
-  std::vector<std::byte> request(size, std::byte{0x5a}), reply(size);
+  // call path then allocates nothing. Request and reply side by side, so that one
+  // registration serves both (--rpc-registered).
+  std::vector<std::byte> memory(2 * std::max<std::size_t>(size, 1), std::byte{0x5a});
+  const std::span<std::byte> request(memory.data(), size), reply(memory.data() + size, size);
+  asio_rdma::memory_region region;
+  if (s.rpc_registered) {
+    asio_rdma::error_code ec;
+    region = c.register_memory(memory,
+                               asio_rdma::access::remote_read | asio_rdma::access::local_write |
+                                   asio_rdma::access::remote_write,
+                               ec);
+    if (ec) {
+      failed = true;
+      why = "register_memory: " + ec.message();
+      co_return;
+    }
+    options.request_memory = options.reply_memory = &region;
+  }
   while (!m.done() && !failed) {
     const auto start = clock::now();
     auto [ec, n] = co_await c.async_call(method, asio::buffer(request), asio::buffer(reply),
@@ -105,7 +123,7 @@ awaitable<result> run_size(const settings& s, std::size_t size, std::string& dev
   std::uint32_t running = callers;
   asio::steady_timer all_done(ex, clock::time_point::max());
   for (std::uint32_t i = 0; i < callers; ++i)
-    asio::co_spawn(ex, caller(client, m, size, s.rpc_bulk_handles, failed, why),
+    asio::co_spawn(ex, caller(client, m, size, s, failed, why),
                    [&](std::exception_ptr) {
       if (--running == 0)
         all_done.cancel();
