@@ -75,11 +75,13 @@ awaitable<void> caller(rpc::client& c, measurement& m, std::size_t size, const s
   const std::span<std::byte> request(memory.data(), size), reply(memory.data() + size, size);
   asio_rdma::memory_region region;
   if (s.rpc_registered) {
-    asio_rdma::error_code ec;
-    region = c.register_memory(memory,
+    // Registration needs the connection up (the hellos exchanged).
+    auto [ec] = co_await c.async_connect(tuple_awaitable);
+    if (!ec)
+      region = c.register_memory(memory,
                                asio_rdma::access::remote_read | asio_rdma::access::local_write |
                                    asio_rdma::access::remote_write,
-                               ec);
+                                 ec);
     if (ec) {
       failed = true;
       why = "register_memory: " + ec.message();
