@@ -79,8 +79,9 @@ awaitable<void> caller(rpc::client& c, measurement& m, std::size_t size, const s
     auto [ec] = co_await c.async_connect(tuple_awaitable);
     if (!ec)
       region = c.register_memory(memory,
-                               asio_rdma::access::remote_read | asio_rdma::access::local_write |
-                                   asio_rdma::access::remote_write,
+                                 asio_rdma::access::remote_read |
+                                     asio_rdma::access::local_write |
+                                     asio_rdma::access::remote_write,
                                  ec);
     if (ec) {
       failed = true;
