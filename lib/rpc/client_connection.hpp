@@ -112,7 +112,9 @@ private:
   };
   using owner = pull_owner<client_connection>;
   /// The slot whose frame `f` is (call() makes it the frame's owner).
-  static call_slot& slot_of(outgoing_frame& f) noexcept { return *static_cast<call_slot*>(f.owner); }
+  static call_slot& slot_of(outgoing_frame& f) noexcept {
+    return *static_cast<call_slot*>(f.owner);
+  }
 
   void start(boost::asio::awaitable<void> how);
   boost::asio::awaitable<void> connect_and_hello(endpoint ep);
