@@ -66,6 +66,14 @@ std::string url_with_no_listener(asio::io_context& io) {
   return listen_here(s);
 }
 
+/// Until `s` has `n` calls in flight, or 10 s: true if it has. A fixed sleep is not enough
+/// on a slow machine, where the client's first connect alone can take longer.
+asio::awaitable<bool> calls_reach(const rpc::server& s, std::size_t n) {
+  for (int i = 0; i < 10000 && s.calls_in_flight() < n; ++i)
+    co_await sleep_for(std::chrono::milliseconds(1));
+  co_return s.calls_in_flight() == n;
+}
+
 /// Reads (and drops) what the server sends to `p` until it closes the connection: true if
 /// it does within 10 s.
 asio::awaitable<bool> closed_by_server(raw_peer& p) {
@@ -282,9 +290,9 @@ rpc::method_handler produce(std::chrono::milliseconds pause = std::chrono::milli
       order.push_back(i);
     for (std::size_t i = 0; i < pieces / 2; ++i)
       order.push_back(i);
+    const auto bytes = patterned(n, n); // the whole reply, to cut the pieces from
     for (std::size_t i : order) {
       const std::size_t at = i * piece, len = std::min<std::size_t>(piece, n - at);
-      const auto bytes = patterned(n, n); // the whole reply, to cut the piece from
       auto [ec, written] = co_await reply.async_write(at, asio::buffer(bytes.data() + at, len),
                                                       asio::as_tuple(asio::use_awaitable));
       if (ec)
@@ -934,8 +942,7 @@ BOOST_AUTO_TEST_CASE(cancellation_reaches_the_server_handler) {
                                                 result = ec;
                                                 done = true;
                                               }));
-    co_await sleep_for(std::chrono::milliseconds(200));
-    BOOST_TEST(s.calls_in_flight() == 1u);
+    BOOST_TEST(co_await calls_reach(s, 1));
     cancel.emit(asio::cancellation_type::terminal);
     co_await wait_until(done);
     BOOST_TEST(result == asio::error::operation_aborted);
@@ -1143,8 +1150,7 @@ BOOST_AUTO_TEST_CASE(lost_server_fails_calls_then_the_channel_reconnects) {
           first = ec;
         failed += ec ? 1 : 0;
       });
-    co_await sleep_for(std::chrono::milliseconds(200));
-    BOOST_TEST(s->calls_in_flight() == 8u);
+    BOOST_TEST(co_await calls_reach(*s, 8));
     const auto killed = std::chrono::steady_clock::now();
     s.reset(); // the server goes: its connections close at once
     for (int i = 0; i < 5000 && failed < 8; ++i)
@@ -1349,7 +1355,8 @@ BOOST_AUTO_TEST_CASE(drain_finishes_calls_refuses_new_ones_then_closes) {
       outlasting = ec;
       outlasting_done = true;
     });
-    co_await sleep_for(std::chrono::milliseconds(100));
+    // All five in flight (the slow ones have up to 300 ms to go) before the drain starts.
+    BOOST_TEST(co_await calls_reach(s, 5));
     bool drained = false;
     const auto start = std::chrono::steady_clock::now();
     s.async_shutdown(std::chrono::milliseconds(1000), [&](error_code ec) {
@@ -1506,8 +1513,7 @@ BOOST_AUTO_TEST_CASE(an_idempotent_call_is_retried_across_a_server_restart_other
       once_ec = ec;
       once_done = true;
     });
-    co_await sleep_for(std::chrono::milliseconds(200));
-    BOOST_TEST(s->calls_in_flight() == 2u);
+    BOOST_TEST(co_await calls_reach(*s, 2));
     s.reset(); // the server goes, with both calls; another takes its place
     rpc::server again(io.get_executor());
     int served = 0;
