@@ -69,16 +69,18 @@ else
   run netns ctest --test-dir "$build_dir" -L netns --output-on-failure
 fi
 run packaging scripts/test_packaging.sh
-# One VM boot for all integration tests; CTest's own per-test timeouts apply.
+# One VM boot for all integration tests; CTest's own per-test timeouts apply. Two at a
+# time: one leaves the guest's two vCPUs half idle (test/CMakeLists.txt says which tests
+# run alone).
 run integration test/vm/run.sh --timeout 3000 -- \
-  ctest --test-dir "$build_dir" -L integration --output-on-failure
+  ctest --test-dir "$build_dir" -L integration -j 2 --output-on-failure
 # iWARP: the tests labelled iwarp on SoftiWARP, in one VM boot (docs/devices.md says
 # what iWARP runs and what it refuses; the rest of the integration label is issue 26's).
 # A fifth of the volume of the volume-heavy tests (scaled() in test/common/rdma_test.hpp),
 # as under the sanitizers: every code path they take is taken in that fifth; the
 # integration stage runs them whole on rxe0, and here the point is iWARP's behaviour.
 run iwarp test/vm/run.sh --vm --device siw --timeout 900 --env ASIO_RDMA_TEST_VOLUME=0.2 -- \
-  ctest --test-dir "$build_dir" -L iwarp --output-on-failure
+  ctest --test-dir "$build_dir" -L iwarp -j 2 --output-on-failure
 
 # Two hosts: every CTest test here boots its own pair of SoftRoCE guests on a
 # virtual wire (test/vm/two_hosts), so it runs from this machine, one at a time.

@@ -97,7 +97,8 @@ else
 fi
 # Each fuzzer is one process for a fixed time: two at once on two cores.
 run fuzz ctest --test-dir "$asan_dir" -L fuzz -j 2 --output-on-failure
-# One VM boot: the ASan build's integration tests, then the TSan build's. The
+# One VM boot: the ASan build's integration tests (two at a time, as in test.sh), then
+# the TSan build's. The
 # threading test runs in the TSan (GCC) build only: built by clang 16 it hits
 # the thread_local miscompilation described above.
 # The soak test's point here is memory errors, not its figure: 10^5 messages.
@@ -110,7 +111,7 @@ run sanitized-integration test/vm/run.sh --timeout 3000 \
   --env ASAN_OPTIONS --env UBSAN_OPTIONS --env LSAN_OPTIONS --env TSAN_OPTIONS \
   --env ASIO_RDMA_TEST_VOLUME \
   --env ASIO_RDMA_SOAK_MESSAGES=100000 -- \
-  sh -c 'ctest --test-dir "$1" -L integration -E "^(integration_threads|integration_fabric_.*)\$" --output-on-failure; a=$?
+  sh -c 'ctest --test-dir "$1" -L integration -E "^(integration_threads|integration_fabric_.*)\$" -j 2 --output-on-failure; a=$?
          ctest --test-dir "$2" -R "^integration_threads\$" --output-on-failure; t=$?
          [ $a -eq 0 ] && [ $t -eq 0 ]' sh "$asan_dir" "$tsan_dir"
 
