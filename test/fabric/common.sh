@@ -16,7 +16,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp
 export OMPI_MCA_osc=^ucx OMPI_MCA_rmaps_base_oversubscribe=1
 status=0
-# Matplotlib's font cache, built once (slowly, in a guest) and kept.
+# Matplotlib's font cache: built by the build (test/bench/CMakeLists.txt), else once here
+# (slowly, in a guest) and kept.
 export MPLCONFIGDIR=${MPLCONFIGDIR:-$(dirname "$(readlink -f "$1")")/mplconfig}
 
 run_fabric() { # dir launcher... -- fabric args...
