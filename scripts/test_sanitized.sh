@@ -98,9 +98,8 @@ fi
 # Each fuzzer is one process for a fixed time: two at once on two cores.
 run fuzz ctest --test-dir "$asan_dir" -L fuzz -j 2 --output-on-failure
 # One VM boot: the ASan build's integration tests (two at a time, as in test.sh), then
-# the TSan build's. The
-# threading test runs in the TSan (GCC) build only: built by clang 16 it hits
-# the thread_local miscompilation described above.
+# the TSan build's. The threading test runs in the TSan (GCC) build only: built by
+# clang 16 it hits the thread_local miscompilation described above.
 # The soak test's point here is memory errors, not its figure: 10^5 messages.
 # rdma_fabric's launcher tests (mpirun, Slurm) run in the plain integration
 # stage only: they would add about 5 minutes, and Open MPI does not free all

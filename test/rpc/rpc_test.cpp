@@ -998,8 +998,7 @@ BOOST_AUTO_TEST_CASE(each_handler_begins_with_a_fresh_cancellation_state) {
                                                   [&](error_code, std::vector<std::byte>) {
                                                     done = true;
                                                   }));
-        for (int i = 0; i < 2000 && s.calls_in_flight() == 0; ++i) // its handler runs
-          co_await sleep_for(std::chrono::milliseconds(1));
+        co_await calls_reach(s, 1); // its handler runs
         cancel.emit(asio::cancellation_type::terminal);
         co_await wait_until(done);
         co_await until_no_calls(s);
