@@ -15,12 +15,15 @@
 // only where it completes from: the pending_operation alone decides how the handler runs
 // (as Asio's handler_work does). See docs/architecture.md, "Adding an operation".
 //
-// The handler is an any_completion_handler, so it lives in memory from the handler's own
-// allocator (recycled by default: no heap allocation per operation in steady state) and
-// keeps its executor, allocator and cancellation slot.
+// The handler is kept inside the pending_operation (inline_handler): a small handler that
+// moves without throwing (a coroutine's, a lambda's, either bound to an allocator, an
+// executor or a cancellation slot) takes no memory at all; a larger one is kept as an
+// any_completion_handler, in memory from the handler's own allocator. Either way it keeps
+// its executor, allocator and cancellation slot.
 #pragma once
 
 #include <asio_rdma/detail/handlers.hpp>
+#include <asio_rdma/detail/inline_handler.hpp>
 #include <asio_rdma/detail/posted_continuation.hpp>
 
 #include <boost/asio/any_completion_executor.hpp>
@@ -55,17 +58,15 @@ public:
   template <typename Handler>
     requires(!std::is_same_v<std::decay_t<Handler>, handler_type>)
   pending_operation(Handler&& handler, const boost::asio::any_io_executor& io)
-      : on_io_(runs_on(handler, io)) {
-    take(handler_type(std::forward<Handler>(handler)));
-  }
+      : pending_operation(decided{runs_on(handler, io)}, std::forward<Handler>(handler)) {}
 
   /// A handler that comes already type-erased (one the library hands on): not known to
   /// run on the I/O executor, so a completion path dispatches it.
-  explicit pending_operation(handler_type handler) noexcept { take(std::move(handler)); }
+  explicit pending_operation(handler_type handler) noexcept : handler_(std::move(handler)) {}
 
   pending_operation(pending_operation&& other) noexcept { *this = std::move(other); }
   pending_operation& operator=(pending_operation&& other) noexcept {
-    take(std::move(other.handler_));
+    handler_ = std::move(other.handler_);
     on_io_ = other.on_io_;
     cancel_installed_ = std::exchange(other.cancel_installed_, false);
     return *this;
@@ -75,8 +76,7 @@ public:
   /// operation's cancellation handler is removed: it would withdraw what is over.
   handler_type release() noexcept {
     ignore_cancel();
-    handler_type handler(std::move(handler_));
-    return handler;
+    return std::move(handler_).into_any();
   }
 
   /// True while a handler waits.
@@ -85,7 +85,7 @@ public:
   /// Installs `canceller` as the handler's cancellation handler, if the caller connected a
   /// cancellation slot. complete() removes it.
   template <typename Canceller> void on_cancel(Canceller&& canceller) {
-    auto slot = boost::asio::get_associated_cancellation_slot(handler_);
+    auto slot = handler_.cancellation_slot();
     if (slot.is_connected()) {
       slot.template emplace<std::decay_t<Canceller>>(std::forward<Canceller>(canceller));
       cancel_installed_ = true;
@@ -96,7 +96,7 @@ public:
   /// operation that waits on another one and hands its cancellation on to it (a stream's
   /// read waits on the connection's receive).
   boost::asio::cancellation_slot cancellation_slot() const noexcept {
-    return boost::asio::get_associated_cancellation_slot(handler_);
+    return handler_.cancellation_slot();
   }
 
   /// Removes the cancellation handler: the operation can no longer be withdrawn (e.g. its
@@ -105,7 +105,7 @@ public:
     if (!cancel_installed_)
       return;
     cancel_installed_ = false;
-    boost::asio::get_associated_cancellation_slot(handler_).clear();
+    handler_.cancellation_slot().clear();
   }
 
   /// The handler's associated executor (default `io`), tracking outstanding work while it
@@ -124,8 +124,7 @@ public:
     if (origin != from::completion_path || !on_io_)
       return complete_through_executor(io, origin, Args(std::forward<Results>(results))...);
     ignore_cancel();
-    handler_type handler(std::move(handler_));
-    std::move(handler)(std::forward<Results>(results)...);
+    std::move(handler_)(std::forward<Results>(results)...);
   }
 
   /// As complete(), for an operation that kept `work` (its handler's executor, tracking
@@ -134,7 +133,7 @@ public:
   void complete_on(const boost::asio::any_completion_executor& work,
                    const boost::asio::any_io_executor& io, from origin, Args... args) {
     ignore_cancel();
-    handler_type handler(std::move(handler_));
+    kept_handler handler(std::move(handler_));
     if (origin == from::user_call) {
       work_posted = true;
       post_continuation(io, [work, handler = std::move(handler), ... args = std::move(args)]() mutable {
@@ -146,6 +145,14 @@ public:
   }
 
 private:
+  // Whether the handler runs on the I/O executor, asked of its own type before it is kept.
+  struct decided {
+    bool on_io;
+  };
+  template <typename Handler>
+  pending_operation(decided where, Handler&& handler)
+      : handler_(std::forward<Handler>(handler)), on_io_(where.on_io) {}
+
   // Out of line: inlined into complete(), building the executor and the posted function
   // would make the direct path (every completion of a coroutine or plain callback on the
   // connection's executor) save and restore the registers and stack they need.
@@ -158,7 +165,7 @@ private:
       // posted function keeps the io_context's work, as the executor would.
       ignore_cancel();
       work_posted = true;
-      post_continuation(io, [handler = handler_type(std::move(handler_)),
+      post_continuation(io, [handler = kept_handler(std::move(handler_)),
                              ... args = std::move(args)]() mutable {
         std::move(handler)(std::move(args)...);
       });
@@ -169,18 +176,11 @@ private:
     complete_on(work, io, origin, std::move(args)...);
   }
 
-  // Not `handler_ = std::move(h)`: Boost 1.81's any_completion_handler move assignment
-  // constructs from an lvalue, which its converting constructor wraps in itself without
-  // end (fixed in 1.82).
-  void take(handler_type&& handler) noexcept {
-    handler_type taken(std::move(handler));
-    handler_.swap(taken);
-    cancel_installed_ = false;
-  }
+  using kept_handler = inline_handler<void(Args...)>;
 
-  static boost::asio::any_completion_executor tracked_executor(const handler_type& handler,
+  static boost::asio::any_completion_executor tracked_executor(const kept_handler& handler,
                                                                const boost::asio::any_io_executor& io) {
-    return boost::asio::prefer(boost::asio::get_associated_executor(handler, candidate_of(io)),
+    return boost::asio::prefer(handler.executor(candidate_of(io)),
                                boost::asio::execution::outstanding_work.tracked);
   }
   // The default executor as an any_completion_executor, built from the io_context's own
@@ -192,16 +192,15 @@ private:
       return boost::asio::any_completion_executor(*own);
     return boost::asio::any_completion_executor(io);
   }
-  // Not through asio::append: in Boost 1.81 an any_completion_handler used as a completion
-  // token wraps itself recursively (fixed in 1.82), so the handler is moved into a lambda.
-  static void dispatch_to(const boost::asio::any_completion_executor& work, handler_type handler,
+  // Moved into a lambda, not through asio::append: the kept handler is no completion token.
+  static void dispatch_to(const boost::asio::any_completion_executor& work, kept_handler handler,
                           Args... args) {
     boost::asio::dispatch(work, [handler = std::move(handler), ... args = std::move(args)]() mutable {
       std::move(handler)(std::move(args)...);
     });
   }
 
-  handler_type handler_;
+  kept_handler handler_;
   /// The handler runs on the I/O executor: a completion path may call it directly.
   bool on_io_ = false;
   /// on_cancel() put a cancellation handler in the handler's slot, which is still there.

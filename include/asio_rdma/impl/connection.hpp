@@ -419,6 +419,13 @@ namespace asio_rdma::detail {
 template <template <typename> class Adapter> inline constexpr bool forwards_associations = false;
 template <> inline constexpr bool forwards_associations<size_of_message> = true;
 template <> inline constexpr bool forwards_associations<lend_adapter> = true;
+
+/// They move as the user's handler does (the lender is a shared_ptr): kept in place by a
+/// pending_operation whenever that handler would be.
+template <typename Handler>
+struct moves_without_throwing<size_of_message<Handler>> : moves_without_throwing<Handler> {};
+template <typename Handler>
+struct moves_without_throwing<lend_adapter<Handler>> : moves_without_throwing<Handler> {};
 } // namespace asio_rdma::detail
 
 template <template <typename, typename> class Associator, template <typename> class Adapter,

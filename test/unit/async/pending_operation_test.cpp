@@ -1,19 +1,22 @@
 // The library's one pending-operation type (include/asio_rdma/detail/pending_operation.hpp),
 // without a device: how it decides to run the handler from where the completion comes
 // from and where the handler runs, the cancellation handler it installs and removes, and
-// moving a waiting handler.
+// moving a waiting handler, and where it keeps the handler.
 #define BOOST_TEST_MODULE pending_operation
 #include <boost/test/unit_test.hpp>
 
 #include <asio_rdma/detail/pending_operation.hpp>
 
+#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/system/error_code.hpp>
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -186,4 +189,130 @@ BOOST_AUTO_TEST_CASE(a_handler_may_start_the_next_operation_on_the_same_object) 
   BOOST_TEST(static_cast<bool>(op)); // the next one waits
   op.complete(io.get_executor(), from::completion_path, error_code(), 0);
   BOOST_TEST(runs == 2);
+}
+
+// Where the handler is kept (detail/inline_handler.hpp): in place when small and moving
+// without throwing, else as an any_completion_handler in memory from its allocator.
+
+namespace {
+/// An allocator that counts the blocks taken through it.
+template <typename T> struct counting_allocator {
+  using value_type = T;
+  int* blocks;
+  explicit counting_allocator(int* b) noexcept : blocks(b) {}
+  template <typename U> counting_allocator(const counting_allocator<U>& o) noexcept : blocks(o.blocks) {}
+  T* allocate(std::size_t n) {
+    ++*blocks;
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept { std::allocator<T>().deallocate(p, n); }
+  template <typename U> bool operator==(const counting_allocator<U>& o) const noexcept {
+    return blocks == o.blocks;
+  }
+};
+
+/// A handler whose move is not declared noexcept.
+struct throwing_move_handler {
+  int* calls;
+  explicit throwing_move_handler(int* c) : calls(c) {}
+  throwing_move_handler(throwing_move_handler&& o) noexcept(false) : calls(o.calls) {}
+  void operator()(error_code, std::size_t) && { ++*calls; }
+};
+} // namespace
+
+using kept = asio_rdma::detail::inline_handler<void(error_code, std::size_t)>;
+
+BOOST_AUTO_TEST_CASE(a_coroutines_handler_and_bound_handlers_are_kept_in_place) {
+  using coroutine_handler =
+      asio::async_result<asio::use_awaitable_t<>, void(error_code, std::size_t)>::handler_type;
+  static_assert(kept::kept_in_place<coroutine_handler>);
+  auto lambda = [p = static_cast<int*>(nullptr)](error_code, std::size_t) { (void)p; };
+  static_assert(kept::kept_in_place<decltype(lambda)>);
+  asio::cancellation_signal signal;
+  using bound = decltype(asio::bind_cancellation_slot(
+      signal.slot(), asio::bind_allocator(counting_allocator<void>(nullptr), lambda)));
+  static_assert(kept::kept_in_place<bound>);
+  static_assert(!kept::kept_in_place<throwing_move_handler>);
+}
+
+BOOST_AUTO_TEST_CASE(a_small_handler_takes_no_memory_from_its_allocator) {
+  asio::io_context io;
+  int blocks = 0;
+  std::optional<std::size_t> got;
+  op_type op(asio::bind_allocator(counting_allocator<void>(&blocks),
+                                  [&](error_code, std::size_t n) { got = n; }),
+             io.get_executor());
+  op_type moved(std::move(op));
+  moved.complete(io.get_executor(), from::completion_path, error_code(), 4);
+  BOOST_TEST((got == 4u));
+  BOOST_TEST(blocks == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_large_handler_is_type_erased_in_its_allocators_memory_and_runs_once) {
+  asio::io_context io;
+  int blocks = 0;
+  int calls = 0;
+  std::array<char, 64> large{};
+  large[0] = 'x';
+  op_type op(asio::bind_allocator(counting_allocator<void>(&blocks),
+                                  [&calls, large](error_code, std::size_t) {
+                                    BOOST_TEST(large[0] == 'x');
+                                    ++calls;
+                                  }),
+             io.get_executor());
+  BOOST_TEST(blocks == 1);
+  op_type moved(std::move(op));
+  BOOST_TEST(!op);
+  moved.complete(io.get_executor(), from::completion_path, error_code(), 0);
+  BOOST_TEST(calls == 1);
+  BOOST_TEST(!moved);
+  BOOST_TEST(blocks == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_handler_whose_move_may_throw_is_type_erased_and_runs_once) {
+  asio::io_context io;
+  int calls = 0;
+  op_type op(throwing_move_handler(&calls), io.get_executor());
+  op_type moved(std::move(op));
+  moved.complete(io.get_executor(), from::user_call, error_code(), 0);
+  io.run();
+  BOOST_TEST(calls == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_handler_never_called_is_destroyed_once) {
+  asio::io_context io;
+  auto owned = std::make_shared<int>(1);
+  {
+    op_type small([o = owned](error_code, std::size_t) {}, io.get_executor());
+    std::array<char, 64> large{};
+    op_type big([o = owned, large](error_code, std::size_t) { (void)large; }, io.get_executor());
+    BOOST_TEST(owned.use_count() == 3);
+    op_type moved(std::move(small));
+    BOOST_TEST(owned.use_count() == 3); // moved, not copied
+  }
+  BOOST_TEST(owned.use_count() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(release_hands_on_the_handler_type_erased_and_unfinished) {
+  asio::io_context io;
+  std::optional<std::size_t> got;
+  op_type op([&](error_code, std::size_t n) { got = n; }, io.get_executor());
+  op_type::handler_type handed = op.release();
+  BOOST_TEST(!op);
+  BOOST_TEST(!got.has_value());
+  std::move(handed)(error_code(), 6);
+  BOOST_TEST((got == 6u));
+}
+
+BOOST_AUTO_TEST_CASE(a_small_handlers_executor_is_its_own) {
+  asio::io_context io;
+  auto strand = asio::make_strand(io);
+  static_assert(kept::kept_in_place<decltype(asio::bind_executor(strand, [](error_code, std::size_t) {}))>);
+  op_type op(asio::bind_executor(strand, [](error_code, std::size_t) {}), io.get_executor());
+  auto work = op.tracked_executor(io.get_executor());
+  bool on_strand = false;
+  asio::dispatch(work, [&] { on_strand = strand.running_in_this_thread(); });
+  work = {}; // it tracks work: io.run() would not return
+  io.run();
+  BOOST_TEST(on_strand);
 }
