@@ -128,14 +128,14 @@ BOOST_AUTO_TEST_CASE(an_awaited_ping_pongs_handlers_take_no_memory) {
   run(io, [&]() -> awaitable<void> {
     auto pair = co_await make_pair();
     std::size_t blocks = 0;
-    const auto token = asio::bind_allocator(block_counter<void>(&blocks), use_awaitable);
+    auto token = [&] { return asio::bind_allocator(block_counter<void>(&blocks), use_awaitable); };
     std::array<std::byte, 64> out{}, in{};
     for (int i = 0; i < 1000; ++i) {
       out[0] = static_cast<std::byte>(i);
-      co_await pair.client.async_send(asio::buffer(out), token);
-      co_await pair.server.async_receive(asio::buffer(in), token);
-      co_await pair.server.async_send(asio::buffer(in), token);
-      const auto n = co_await pair.client.async_receive(asio::buffer(in), token);
+      co_await pair.client.async_send(asio::buffer(out), token());
+      co_await pair.server.async_receive(asio::buffer(in), token());
+      co_await pair.server.async_send(asio::buffer(in), token());
+      const auto n = co_await pair.client.async_receive(asio::buffer(in), token());
       BOOST_REQUIRE(n == out.size());
       BOOST_REQUIRE(in[0] == out[0]);
     }
