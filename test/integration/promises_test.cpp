@@ -6,6 +6,7 @@
 // /proc).
 #define BOOST_TEST_MODULE integration_promises
 #include "allocation_counter.hpp"
+#include "block_counting_allocator.hpp"
 #include "rdma_test.hpp"
 
 #include <asio_rdma/datagram_socket.hpp>
@@ -36,14 +37,22 @@ std::size_t thread_count() {
   return n;
 }
 
-awaitable<void> ping_pong(ar::connection& client, ar::connection& server, int rounds) {
+/// Makes use_awaitable, the default completion token of ping_pong's operations.
+struct plain_awaitable {
+  auto operator()() const noexcept { return use_awaitable; }
+};
+
+/// `rounds` awaited round trips; `token()` makes each operation's completion token.
+template <typename MakeToken = plain_awaitable>
+awaitable<void> ping_pong(ar::connection& client, ar::connection& server, int rounds,
+                          MakeToken token = {}) {
   std::array<std::byte, 64> out{}, in{};
   for (int i = 0; i < rounds; ++i) {
     out[0] = static_cast<std::byte>(i);
-    co_await client.async_send(asio::buffer(out), use_awaitable);
-    co_await server.async_receive(asio::buffer(in), use_awaitable);
-    co_await server.async_send(asio::buffer(in), use_awaitable);
-    const auto n = co_await client.async_receive(asio::buffer(in), use_awaitable);
+    co_await client.async_send(asio::buffer(out), token());
+    co_await server.async_receive(asio::buffer(in), token());
+    co_await server.async_send(asio::buffer(in), token());
+    const auto n = co_await client.async_receive(asio::buffer(in), token());
     BOOST_REQUIRE(n == out.size());
     BOOST_REQUIRE(in[0] == out[0]);
   }
@@ -103,22 +112,6 @@ BOOST_AUTO_TEST_CASE(a_steady_ping_pong_allocates_nothing) {
   });
 }
 
-/// Counts the blocks a handler's own memory takes through the allocator bound to it.
-template <typename T> struct block_counter {
-  using value_type = T;
-  std::size_t* blocks;
-  explicit block_counter(std::size_t* b) noexcept : blocks(b) {}
-  template <typename U> block_counter(const block_counter<U>& other) noexcept : blocks(other.blocks) {}
-  T* allocate(std::size_t n) {
-    ++*blocks;
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, std::size_t n) noexcept { std::allocator<T>().deallocate(p, n); }
-  template <typename U> bool operator==(const block_counter<U>& o) const noexcept {
-    return blocks == o.blocks;
-  }
-};
-
 // Each waiting operation used to keep its handler in an any_completion_handler, a block
 // from the handler's allocator: four per round trip, more than Asio's recycling cache
 // holds. Now a small handler is kept inside the operation (detail/inline_handler.hpp).
@@ -128,17 +121,9 @@ BOOST_AUTO_TEST_CASE(an_awaited_ping_pongs_handlers_take_no_memory) {
   run(io, [&]() -> awaitable<void> {
     auto pair = co_await make_pair();
     std::size_t blocks = 0;
-    auto token = [&] { return asio::bind_allocator(block_counter<void>(&blocks), use_awaitable); };
-    std::array<std::byte, 64> out{}, in{};
-    for (int i = 0; i < 1000; ++i) {
-      out[0] = static_cast<std::byte>(i);
-      co_await pair.client.async_send(asio::buffer(out), token());
-      co_await pair.server.async_receive(asio::buffer(in), token());
-      co_await pair.server.async_send(asio::buffer(in), token());
-      const auto n = co_await pair.client.async_receive(asio::buffer(in), token());
-      BOOST_REQUIRE(n == out.size());
-      BOOST_REQUIRE(in[0] == out[0]);
-    }
+    co_await ping_pong(pair.client, pair.server, 1000, [&] {
+      return asio::bind_allocator(ar::test::block_counting_allocator<void>(&blocks), use_awaitable);
+    });
     BOOST_TEST_MESSAGE("handler blocks in 1000 round trips: " << blocks);
     BOOST_TEST(blocks == 0u);
   });

@@ -5,6 +5,8 @@
 #define BOOST_TEST_MODULE pending_operation
 #include <boost/test/unit_test.hpp>
 
+#include "block_counting_allocator.hpp"
+
 #include <asio_rdma/detail/pending_operation.hpp>
 
 #include <boost/asio/bind_allocator.hpp>
@@ -26,6 +28,7 @@ using asio_rdma::detail::from;
 using asio_rdma::detail::pending_operation;
 using boost::system::error_code;
 using op_type = pending_operation<void(error_code, std::size_t)>;
+using counting_allocator = asio_rdma::test::block_counting_allocator<void>;
 
 BOOST_AUTO_TEST_CASE(a_handler_on_the_io_executor_runs_inside_a_completion_path) {
   asio::io_context io;
@@ -195,22 +198,6 @@ BOOST_AUTO_TEST_CASE(a_handler_may_start_the_next_operation_on_the_same_object) 
 // without throwing, else as an any_completion_handler in memory from its allocator.
 
 namespace {
-/// An allocator that counts the blocks taken through it.
-template <typename T> struct counting_allocator {
-  using value_type = T;
-  int* blocks;
-  explicit counting_allocator(int* b) noexcept : blocks(b) {}
-  template <typename U> counting_allocator(const counting_allocator<U>& o) noexcept : blocks(o.blocks) {}
-  T* allocate(std::size_t n) {
-    ++*blocks;
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, std::size_t n) noexcept { std::allocator<T>().deallocate(p, n); }
-  template <typename U> bool operator==(const counting_allocator<U>& o) const noexcept {
-    return blocks == o.blocks;
-  }
-};
-
 /// A handler whose move is not declared noexcept.
 struct throwing_move_handler {
   int* calls;
@@ -230,43 +217,43 @@ BOOST_AUTO_TEST_CASE(a_coroutines_handler_and_bound_handlers_are_kept_in_place) 
   static_assert(kept::kept_in_place<decltype(lambda)>);
   asio::cancellation_signal signal;
   using bound = decltype(asio::bind_cancellation_slot(
-      signal.slot(), asio::bind_allocator(counting_allocator<void>(nullptr), lambda)));
+      signal.slot(), asio::bind_allocator(counting_allocator(nullptr), lambda)));
   static_assert(kept::kept_in_place<bound>);
   static_assert(!kept::kept_in_place<throwing_move_handler>);
 }
 
 BOOST_AUTO_TEST_CASE(a_small_handler_takes_no_memory_from_its_allocator) {
   asio::io_context io;
-  int blocks = 0;
+  std::size_t blocks = 0;
   std::optional<std::size_t> got;
-  op_type op(asio::bind_allocator(counting_allocator<void>(&blocks),
+  op_type op(asio::bind_allocator(counting_allocator(&blocks),
                                   [&](error_code, std::size_t n) { got = n; }),
              io.get_executor());
   op_type moved(std::move(op));
   moved.complete(io.get_executor(), from::completion_path, error_code(), 4);
   BOOST_TEST((got == 4u));
-  BOOST_TEST(blocks == 0);
+  BOOST_TEST(blocks == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_large_handler_is_type_erased_in_its_allocators_memory_and_runs_once) {
   asio::io_context io;
-  int blocks = 0;
+  std::size_t blocks = 0;
   int calls = 0;
   std::array<char, 64> large{};
   large[0] = 'x';
-  op_type op(asio::bind_allocator(counting_allocator<void>(&blocks),
+  op_type op(asio::bind_allocator(counting_allocator(&blocks),
                                   [&calls, large](error_code, std::size_t) {
                                     BOOST_TEST(large[0] == 'x');
                                     ++calls;
                                   }),
              io.get_executor());
-  BOOST_TEST(blocks == 1);
+  BOOST_TEST(blocks == 1u);
   op_type moved(std::move(op));
   BOOST_TEST(!op);
   moved.complete(io.get_executor(), from::completion_path, error_code(), 0);
   BOOST_TEST(calls == 1);
   BOOST_TEST(!moved);
-  BOOST_TEST(blocks == 1);
+  BOOST_TEST(blocks == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(a_handler_whose_move_may_throw_is_type_erased_and_runs_once) {
