@@ -66,6 +66,7 @@ void server_connection::call::reset(std::uint64_t call_id, const method_entry* m
   descriptor = {};
   pulled.reset();
   pulled_length = 0;
+  next_pull = nullptr;
   exposed.reset();
 }
 
@@ -292,8 +293,44 @@ void server_connection::pull_request(call& c, const remote_buffer& from) {
   if (ec)
     return fail_call(c, errc::handler_failed, "the request could not be registered: " + ec.message());
   c.pulling = true;
-  pull(*rdma_, *c.pulled, c.pulled_length, from,
-       {&on_pulled, std::make_shared<owner>(owner{shared_from_this(), c.id})});
+  c.pull_from = from;
+  c.next_pull = nullptr;
+  (pulls_tail_ ? pulls_tail_->next_pull : pulls_head_) = &c;
+  pulls_tail_ = &c;
+  start_pulls();
+}
+
+namespace {
+/// The most bytes of bulk requests a connection reads at once (a larger request is read
+/// alone). Why a bound: on SoftRoCE an RDMA read runs to its end inside the
+/// ibv_post_send that posts it, so what the connection posts after a read (the replies
+/// of the calls before, in the same chain or later) leaves only once the read is done.
+/// Reads posted all at once made a 1 MiB echo's calls move in lockstep, the server
+/// reading every request while the client waited for replies, then the other way round,
+/// one direction of the fabric busy at a time (bench/RESULTS.md, "Bulk reads one
+/// megabyte at a time"). A device that reads in the background stays busy with a
+/// megabyte in flight.
+constexpr std::size_t max_pull_bytes = std::size_t(1) << 20;
+} // namespace
+
+// Reads waiting bulk requests, in arrival order, while the bytes in flight allow.
+void server_connection::start_pulls() {
+  while (pulls_head_ && !closed_ &&
+         (pull_bytes_ == 0 || pull_bytes_ + pulls_head_->pulled_length <= max_pull_bytes)) {
+    call& c = *pulls_head_;
+    pulls_head_ = c.next_pull;
+    if (!pulls_head_)
+      pulls_tail_ = nullptr;
+    c.next_pull = nullptr;
+    if (c.cancel_requested) { // cancelled while it waited: nothing to read
+      c.pulling = false;
+      send(c, wire::frame_kind::error, static_cast<std::uint32_t>(c.cancel_reason));
+      continue;
+    }
+    pull_bytes_ += c.pulled_length;
+    pull(*rdma_, *c.pulled, c.pulled_length, c.pull_from,
+         {&on_pulled, std::make_shared<owner>(owner{shared_from_this(), c.id})});
+  }
 }
 
 namespace {
@@ -332,6 +369,7 @@ void server_connection::on_pulled(void* p, const error_code& ec, std::size_t) {
   auto it = self.calls_.find(o.id); // kept while pulling
   call& c = *it->second;
   c.pulling = false;
+  self.pull_bytes_ -= c.pulled_length;
   if (self.closed_)
     return self.drop(c);
   if (ec) {
@@ -341,8 +379,10 @@ void server_connection::on_pulled(void* p, const error_code& ec, std::size_t) {
     return self.fail();
   }
   if (c.cancel_requested)
-    return self.send(c, wire::frame_kind::error, static_cast<std::uint32_t>(c.cancel_reason));
-  self.request_done(c);
+    self.send(c, wire::frame_kind::error, static_cast<std::uint32_t>(c.cancel_reason));
+  else
+    self.request_done(c);
+  self.start_pulls(); // after this call's reply is queued: the reply goes first
 }
 
 void server_connection::run(call& c) {
@@ -512,7 +552,7 @@ void server_connection::fail_call(call& c, errc status, std::string_view message
 }
 
 void server_connection::cancel(call& c, errc reason) {
-  if (c.pulling && !c.cancel_requested) { // answered once its request is read
+  if (c.pulling && !c.cancel_requested) { // answered once its request is read (or instead)
     c.cancel_requested = true;
     c.cancel_reason = reason;
     return;
@@ -571,7 +611,7 @@ bool server_connection::expose_reply(call& c) {
 void server_connection::drop(call& c) {
   // Its frame is in no queue (call_of relies on it): a call is dropped once its reply is
   // written, or taken out of the queue unwritten (close), never while the writer holds it.
-  keep_spare(std::move(c.pulled)); // (never while pulling: on_pulled ends that first)
+  keep_spare(std::move(c.pulled)); // (never while pulling: on_pulled or close end that first)
   // Kept for the next request, up to as many as may run at once.
   auto it = calls_.find(c.id);
   if (idle_calls_.size() < server_->options().max_calls_per_connection)
@@ -631,6 +671,14 @@ void server_connection::close() {
   graceful_ = false;
   transport_->close();
   deadlines_.stop();
+  // Bulk requests not read yet: nothing will.
+  for (call* c = std::exchange(pulls_head_, nullptr); c;) {
+    call* next = std::exchange(c->next_pull, nullptr);
+    c->pulling = false;
+    drop(*c);
+    c = next;
+  }
+  pulls_tail_ = nullptr;
   // Replies not yet written are dropped; running handlers are cancelled and dropped when
   // they end; a request or reply being read or written ends with the transport's error.
   for (auto* f = writer_.drop_queued(); f;) {

@@ -87,7 +87,7 @@ private:
     outgoing_frame frame;
     bool running = false;
     bool bulk = false;             // its request is a bulk one: `descriptor`, then pulled
-    bool pulling = false;          // its request is being RDMA-read
+    bool pulling = false;          // its request waits to be RDMA-read, or is being read
     bool cancel_requested = false; // a cancel came while it was
     bool awaiting_release = false; // its bulk reply is written; the client reads it
     bool has_reply_buffer = false; // its request ends with the caller's reply buffer
@@ -97,6 +97,8 @@ private:
     descriptor_bytes descriptor{};
     std::unique_ptr<bulk_buffer> pulled;      // a bulk request's bytes (the first
     std::size_t pulled_length = 0;            // pulled_length of it)
+    remote_buffer pull_from;                  // where it is read from, and the next
+    call* next_pull = nullptr;                // bulk request waiting to be read after it
     std::optional<exposed_payload> exposed;   // a bulk reply's registration
 
     std::span<const std::byte> request_bytes() const noexcept {
@@ -117,6 +119,7 @@ private:
   static void on_request(void* self, const boost::system::error_code& ec, std::size_t);
   void request_done(call& c);
   void pull_request(call& c, const remote_buffer& from);
+  void start_pulls();
   static void on_pulled(void* owner, const boost::system::error_code& ec, std::size_t);
   bool expose_reply(call& c);
   std::unique_ptr<bulk_buffer> take_spare(std::size_t n, error_code& ec);
@@ -186,6 +189,11 @@ private:
   // max_spare_bytes in all).
   std::vector<std::unique_ptr<bulk_buffer>> spare_;
   std::size_t spare_bytes_ = 0;
+  // Bulk requests waiting to be read, in arrival order (call::next_pull), and the bytes
+  // of those being read (start_pulls()).
+  call* pulls_head_ = nullptr;
+  call* pulls_tail_ = nullptr;
+  std::size_t pull_bytes_ = 0;
   bool closed_ = false;
   bool kicking_ = false; // kick() is writing: frames queued meanwhile wait for its loop
   bool paused_ = false;  // a request waits for room: nothing is read meanwhile

@@ -889,6 +889,106 @@ BOOST_AUTO_TEST_CASE(bulk_payloads_on_the_wire_as_a_peer_sees_them,
   });
 }
 
+// The server reads bulk requests in arrival order, a megabyte at a time (on SoftRoCE a
+// read posted runs to its end before anything posted after it leaves: reads posted at
+// once held every reply back). A request waiting for its turn that is cancelled is never
+// read, and requests still waiting when the client goes are dropped.
+BOOST_AUTO_TEST_CASE(bulk_requests_wait_their_turn_and_one_cancelled_meanwhile_is_never_read,
+                     *boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
+                       return over_rdma();
+                     })) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("size", [](std::span<const std::byte> request,
+                            rpc::call_context&) -> asio::awaitable<std::vector<std::byte>> {
+      const std::uint64_t n = request.size();
+      std::vector<std::byte> reply(sizeof n);
+      std::memcpy(reply.data(), &n, sizeof n);
+      co_return reply;
+    });
+    s.add_method("echo", echo);
+    const auto url = listen_here(s);
+    auto t = asio::as_tuple(asio::use_awaitable);
+    const std::size_t big = std::size_t(32) << 20; // read alone, and long enough that the
+                                                    // frames after it come while it is read
+    auto request = patterned(3, big);
+    auto bulk_request = [&](std::uint64_t id, const asio_rdma::remote_buffer& where) {
+      std::array<std::byte, wire::header_size + wire::descriptor_size> frame;
+      wire::header_bytes h;
+      wire::encode({wire::frame_kind::request, wire::descriptor_size, id, rpc::method_id("size"),
+                    20000, wire::flag_bulk}, h);
+      std::memcpy(frame.data(), h.data(), h.size());
+      const auto d = where.encode();
+      std::memcpy(frame.data() + h.size(), d.data(), d.size());
+      return frame;
+    };
+    for (const bool stay : {true, false}) {
+      auto p = co_await raw_peer::connect(url);
+      auto& conn = p.rdma().underlying_connection();
+      wire::header_bytes h;
+      wire::encode({wire::frame_kind::hello, 0, 64u << 20, wire::version, wire::feature_bulk}, h);
+      co_await asio::async_write(p, asio::buffer(h), t);
+      co_await asio::async_read(p, asio::buffer(h), t);
+      asio_rdma::memory_region exposed(conn, std::span<std::byte>(request),
+                                       asio_rdma::access::remote_read);
+      // Call 1 reads 32 MiB; call 2's descriptor lies outside the peer's memory, so a read
+      // of it would fail and close the connection; then call 2's cancel. One write: the
+      // server takes all three while call 1 is still being read.
+      auto outside = exposed.remote();
+      outside.address += big;
+      outside.length = 4096;
+      const auto first = bulk_request(1, exposed.remote());
+      const auto second = bulk_request(2, outside);
+      wire::header_bytes cancel;
+      wire::encode({wire::frame_kind::cancel, 0, 2, 0, 0}, cancel);
+      const std::array<asio::const_buffer, 3> frames{asio::buffer(first), asio::buffer(second),
+                                                     asio::buffer(cancel)};
+      co_await asio::async_write(p, frames, t);
+      if (!stay) { // gone with call 1 being read and call 2 waiting
+        p.close();
+        break;
+      }
+      std::vector<std::uint64_t> answered;
+      for (int i = 0; i < 2; ++i) {
+        wire::frame_header got;
+        auto [ec, n] = co_await asio::async_read(p, asio::buffer(h), t);
+        BOOST_TEST_REQUIRE(!ec, "frame " << i << ": " << ec.message());
+        BOOST_TEST_REQUIRE(!wire::parse(h, got));
+        std::vector<std::byte> payload(got.length);
+        co_await asio::async_read(p, asio::buffer(payload), t);
+        answered.push_back(got.call_id);
+        if (got.call_id == 1) {
+          BOOST_TEST((got.kind == wire::frame_kind::reply && payload.size() == 8));
+          std::uint64_t size = 0;
+          std::memcpy(&size, payload.data(), sizeof size);
+          BOOST_TEST(size == big);
+        } else {
+          BOOST_TEST((got.kind == wire::frame_kind::error &&
+                      got.word == static_cast<std::uint32_t>(rpc::errc::cancelled)));
+        }
+      }
+      BOOST_TEST((answered == std::vector<std::uint64_t>{1, 2})); // in arrival order
+      // Still open: call 2's memory was never read.
+      const auto hi = bytes_of("after");
+      wire::encode({wire::frame_kind::request, static_cast<std::uint32_t>(hi.size()), 3,
+                    rpc::method_id("echo"), 5000}, h);
+      const std::array<asio::const_buffer, 2> call{asio::buffer(h), asio::buffer(hi)};
+      co_await asio::async_write(p, call, t);
+      auto [ec, n] = co_await asio::async_read(p, asio::buffer(h), t);
+      BOOST_TEST_REQUIRE(!ec, ec.message());
+      wire::frame_header got;
+      BOOST_TEST(!wire::parse(h, got));
+      BOOST_TEST((got.kind == wire::frame_kind::reply && got.call_id == 3u &&
+                  got.length == hi.size()));
+    }
+    // The peer that left: its waiting request was dropped, the one being read ended (up
+    // to 10 s: the 32 MiB read runs to its end first).
+    for (int i = 0; i < 10000 && s.calls_in_flight() != 0; ++i)
+      co_await sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(s.calls_in_flight() == 0u);
+  });
+}
+
 BOOST_AUTO_TEST_CASE(replies_out_of_order_reach_their_calls) {
   run(io, [&]() -> asio::awaitable<void> {
     rpc::server s(io.get_executor());
