@@ -208,6 +208,23 @@ void describe(CLI::App& app, settings& s) {
                    "--op rpc: each caller's request and reply buffers in memory it registered "
                    "once (call_options::request_memory, reply_memory; the reply buffer "
                    "exposed): a bulk call registers nothing on the client");
+  client
+      ->add_option_function<std::string>(
+          "--stream-transfer",
+          [&s](const std::string& v) {
+            using m = settings::stream_transfer_mode;
+            if (v == "automatic")
+              s.stream_transfer = m::automatic;
+            else if (v == "push")
+              s.stream_transfer = m::push;
+            else if (v == "shared")
+              s.stream_transfer = m::shared;
+            else
+              throw usage_error("--stream-transfer: '" + v + "' is not automatic, push or shared");
+          },
+          "--op stream: how the client's writes reach the server (stream_options::transfer; "
+          "default automatic: shared on SoftRoCE, push elsewhere)")
+      ->type_name("automatic|push|shared");
   client->add_flag("--shared-queues", s.shared_queues,
                    "the client's connections share one completion queue and one shared receive "
                    "queue (asio_rdma::shared_queues)");

@@ -76,6 +76,9 @@ struct settings {
   /// handler writes the request back through reply_bulk()) instead of a returned vector.
   bool rpc_bulk_handles = false;
   bool rpc_registered = false; // --op rpc: request and reply in memory registered once
+  /// --op stream: how the client's writes reach the server (stream_options::transfer).
+  enum class stream_transfer_mode { automatic, push, shared };
+  stream_transfer_mode stream_transfer = stream_transfer_mode::automatic;
   std::uint32_t inline_size = 64;
   /// The client's connections let SoftiWARP send large payloads from their buffers
   /// (connection_options::siw_zero_copy): rdma_bench never changes a buffer's content.

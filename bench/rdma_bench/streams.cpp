@@ -65,7 +65,12 @@ awaitable<result> run_size(const settings& s, std::size_t size, std::string& dev
   auto conn = co_await asio_rdma::async_connect(ex, s.host, s.port, options, asio::use_awaitable);
   auto* qp = conn.native_queue_pair();
   device = qp ? ::ibv_get_device_name(qp->context->device) : "?";
-  asio_rdma::stream stream(std::move(conn));
+  asio_rdma::stream_options so;
+  using mode = settings::stream_transfer_mode;
+  so.transfer = s.stream_transfer == mode::push     ? asio_rdma::stream_transfer::push
+                : s.stream_transfer == mode::shared ? asio_rdma::stream_transfer::shared
+                                                    : asio_rdma::stream_transfer::automatic;
+  asio_rdma::stream stream(std::move(conn), so);
 
   std::vector<std::byte> buffer(size, std::byte{0x5a});
   measurement m(s, size);

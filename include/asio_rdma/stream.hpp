@@ -81,6 +81,21 @@ public:
 
 } // namespace detail
 
+/// Who moves a stream's bytes from the writer's send buffer into the reader's ring.
+enum class stream_transfer : std::uint8_t {
+  /// `shared` on SoftRoCE (rxe), `push` elsewhere.
+  automatic,
+  /// The writer RDMA-writes every byte: on a hardware device that is the NIC's work, no CPU's.
+  push,
+  /// In a run of writes (another is still in flight), every second post of at least 16 KiB
+  /// is left in the writer's send buffer for the reader to RDMA-read. On a software device
+  /// an RDMA operation runs in the CPU of the process that posts it, so the writer's CPU
+  /// otherwise does all of it: shared, the work splits between the two sides' CPUs. The
+  /// peer may then read this side's send buffer (it holds only bytes written to it). A
+  /// lone or small write is always written: a pull costs a round trip more.
+  shared,
+};
+
 /// The memory of one side of a stream. Each side chooses its own; the two need not agree.
 struct stream_options {
   /// The ring the peer RDMA-writes this side's incoming bytes into (registered memory,
@@ -90,6 +105,8 @@ struct stream_options {
   /// The registered buffer this side's writes are copied into until the peer's transport
   /// has them (4 KiB .. 64 MiB). A write waits while it is full.
   std::size_t send_buffer_size = 64 * 1024;
+  /// How this side's writes reach the peer (the peer's option rules its own writes).
+  stream_transfer transfer = stream_transfer::automatic;
 
   /// Why these options are invalid (a sentence), or nullptr if they are valid.
   const char* invalid() const noexcept {
@@ -234,6 +251,9 @@ public:
   /// at once. Completion signature: void(error_code), when the peer's transport has the
   /// end. Errors as for async_write_some. Cancellation (any type) is honoured while the
   /// end waits for earlier bytes to be on their way (writing may then go on).
+  ///
+  /// With stream_transfer::shared the end also waits until the peer has read the bytes
+  /// left for it to pull: once the shutdown completes, close() loses nothing.
   template <typename CompletionToken = boost::asio::deferred_t>
   auto async_shutdown(CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code)>(

@@ -106,6 +106,8 @@ public:
   std::shared_ptr<void> device_handle() const { return device_; }
   /// The device carries immediate data (every transport but iWARP).
   bool has_immediate_data() const noexcept { return device_ && device_->has_immediate_data(); }
+  /// The device is SoftRoCE: the poster's CPU runs an RDMA operation (device::soft_roce).
+  bool on_soft_roce() const noexcept { return device_ && device_->soft_roce; }
   /// This end accepted an iWARP connection: it must not send before the connecting end's
   /// first message has arrived (MPA, RFC 5044 7.1.4). siw's connecting end otherwise
   /// fails when the accepting end's first message overtakes its handshake

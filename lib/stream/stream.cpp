@@ -1,8 +1,10 @@
 // asio_rdma::stream: a byte stream over a connection (docs/stream.md). Each side
 // advertises a ring; a writer copies its bytes into its registered send buffer, RDMA-writes
 // them into the peer's ring and tells the peer how many (a control word in the write's
-// immediate data, or on iWARP a send after the write); the reader copies them out of its
-// ring into the application's buffers and hands the room back as credit. A write
+// immediate data, or on iWARP a send after the write), or on SoftRoCE leaves every second
+// post of a run for the peer to RDMA-read (a pull: the work of moving the bytes then
+// splits between the two CPUs); the reader copies them out of its ring into the
+// application's buffers and hands the room back as credit. A write
 // completes once its bytes are copied in: the writer waits only when the send buffer or
 // the peer's ring (its credit) is full. One receive is always pending for the peer's
 // messages, so a read that is cancelled loses nothing: the bytes stay in the ring.
@@ -118,19 +120,28 @@ size_operation stream_impl::completion(handler_memory& memory, sent_action then,
 stream_impl::stream_impl(connection&& established, const stream_options& options)
     : conn_(std::move(established)), conn_impl_(internal_access::impl(conn_)),
       io_(conn_.get_executor()), in_(options.ring_size), out_(options.send_buffer_size),
-      post_size_(std::clamp<std::size_t>(options.send_buffer_size / max_posts, 4096, 64 * 1024)) {}
+      post_size_(std::clamp<std::size_t>(options.send_buffer_size / max_posts, 4096, 64 * 1024)) {
+  share_ = options.transfer == stream_transfer::shared ||
+           (options.transfer == stream_transfer::automatic && conn_impl_->on_soft_roce());
+}
 
 void stream_impl::open(error_code& ec) {
   immediate_ = conn_impl_->has_immediate_data();
   ring_ = memory_region(conn_, in_.ring_size(), access::local_write | access::remote_write, ec);
   if (!ec)
-    send_buffer_ = memory_region(conn_, out_.send_buffer_size(), access::none, ec);
+    send_buffer_ = memory_region(conn_, out_.send_buffer_size(),
+                                 share_ ? access::remote_read : access::none, ec);
   if (ec)
     return;
   wire::advertisement mine;
   mine.address = reinterpret_cast<std::uintptr_t>(ring_.data().data());
   mine.rkey = ring_.rkey();
   mine.ring_size = static_cast<std::uint32_t>(in_.ring_size());
+  if (share_) {
+    mine.send_address = reinterpret_cast<std::uintptr_t>(send_buffer_.data().data());
+    mine.send_rkey = send_buffer_.rkey();
+    mine.send_size = static_cast<std::uint32_t>(out_.send_buffer_size());
+  }
   advertisement_body_ = wire::encode(mine);
   // An iWARP acceptor may not send first: it advertises in answer to the peer's.
   advertise_later_ = conn_impl_->waits_for_first_message();
@@ -178,8 +189,11 @@ void stream_impl::arm_receive(std::shared_ptr<stream_impl> self) {
 void stream_impl::on_received(error_code ec, const received_message& message,
                               std::shared_ptr<stream_impl> self) {
   if (ec == asio::error::eof) {
-    // The peer's connection ended: what it wrote before is still read.
-    read_end_ = asio::error::eof;
+    // The peer's connection ended: what it wrote before is still read. Not so bytes it
+    // left to pull that have not landed: they are gone with it (an honest writer's end
+    // waits for them), so the reader then ends with connection_reset, not eof.
+    if (in_.pulls_in_flight() == 0)
+      read_end_ = asio::error::eof;
     return fail(asio::error::connection_reset, from::completion_path);
   }
   if (ec == errc::buffer_too_small)
@@ -215,8 +229,20 @@ bool stream_impl::handle(const received_message& message) {
     if (end_received_)
       return false;
     end_received_ = true;
-    read_end_ = asio::error::eof;
+    if (in_.pulls_in_flight() == 0) // else once the bytes before the end have landed
+      read_end_ = asio::error::eof;
     wake_reader();
+    return true;
+  case what::pull:
+    if (end_received_ || !in_.offered(m.value))
+      return false;
+    post_pull(m.value);
+    return true;
+  case what::pulled:
+    if (!out_.pulled(m.value))
+      return false;
+    flush();
+    wake_writer();
     return true;
   default:
     return false;
@@ -228,6 +254,8 @@ bool stream_impl::take_advertisement(const wire::advertisement& ad) {
     return false; // a second one
   peer_ = ad;
   out_.set_peer_ring(ad.ring_size);
+  in_.set_peer_send_buffer(ad.send_size);
+  peer_pulls_ = ad.version >= 2;
   if (std::exchange(advertise_later_, false))
     send_advertisement();
   wake_writer();
@@ -252,7 +280,8 @@ void stream_impl::read(const buffer_view<asio::mutable_buffer>& buffers,
 }
 
 void stream_impl::wake_reader() {
-  if (read_op_)
+  // Bytes written behind a pull still in flight are not readable yet.
+  if (read_op_ && (in_.available() > 0 || read_end_))
     complete_read(from::completion_path);
 }
 
@@ -298,6 +327,35 @@ void stream_impl::credit_sent(error_code ec, std::uint32_t) {
   if (ec)
     return fail(ec, from::completion_path);
   return_credit(); // the reader may have read on meanwhile
+}
+
+void stream_impl::post_pull(std::size_t n) {
+  const auto length = static_cast<std::uint32_t>(n);
+  const local_buffer local = ring_.slice(in_.pull_target(n), n);
+  work_request request;
+  request.op = work_request::kind::read;
+  request.local = list_view<local_buffer>{&local, 1};
+  request.remote = remote_buffer{peer_.send_address + in_.pull_source(n), peer_.send_rkey, length};
+  // At most max_pulls are in flight and they land in order: a block per pull (and one
+  // for its `pulled`) in turn is free again when its turn comes.
+  const std::size_t turn = pulls_started_++ % max_posts;
+  start_work(conn_impl_, request,
+             completion(pull_memory_[2 * turn], &stream_impl::pull_landed, length));
+}
+
+void stream_impl::pull_landed(error_code ec, std::uint32_t length) {
+  if (ec)
+    return fail(ec, from::completion_path);
+  if (read_end_)
+    return; // the stream failed meanwhile (no end comes before its pulls land): not read
+  in_.pull_landed();
+  // The writer may use that part of its send buffer again.
+  const std::size_t turn = (pulls_started_ - in_.pulls_in_flight() - 1) % max_posts;
+  send_word(wire::word(wire::kind::pulled, length), pulled_bodies_[turn],
+            pull_memory_[2 * turn + 1], &stream_impl::write_posted);
+  if (end_received_ && in_.pulls_in_flight() == 0 && !read_end_)
+    read_end_ = asio::error::eof;
+  wake_reader();
 }
 
 // ---------------------------------------------------------------- writing
@@ -360,35 +418,49 @@ std::size_t stream_impl::copy_in(const buffer_view<asio::const_buffer>& buffers)
 }
 
 void stream_impl::flush() {
-  while (posts_in_flight_ < max_posts && !write_end_) {
+  while (out_.in_flight() < max_posts && !write_end_) {
     const stream_writer_window::post p = out_.next_post(post_size_);
     if (p.length == 0)
       break;
     // While writes are in flight, what would be a small write of everything copied so far
     // waits to be coalesced with what comes next (a completion posts it): fewer, larger
     // RDMA writes. With nothing in flight it goes at once (a ping-pong waits for nothing).
-    if (posts_in_flight_ > 0 && p.length == out_.unposted() && p.length < post_size_)
+    if (out_.in_flight() > 0 && p.length == out_.unposted() && p.length < post_size_)
       break;
-    out_.posted(p.length);
-    ++posts_in_flight_;
-    post_data(p);
+    // In a run of writes every second post of a page or more is left for the peer to
+    // pull (stream_transfer::shared); a lone write is written: it waits for nothing.
+    const bool pull = share_ && peer_pulls_ && !last_pulled_ && out_.in_flight() > 0 &&
+                      p.length >= min_pull;
+    last_pulled_ = pull;
+    out_.posted(p.length, pull ? stream_writer_window::by::pull : stream_writer_window::by::write);
+    post_data(p, pull);
   }
-  if (end_wanted_ && !end_posted_ && !write_op_ && out_.all_posted() && !write_end_) {
+  // The end goes once every byte is posted and every byte left to pull has been pulled:
+  // RC then delivers it after the RDMA-written bytes, and a pull's bytes are already in
+  // the peer's ring (were the end sent before, the shutdown could complete and close()
+  // end the connection while the peer still reads them: they would be lost).
+  if (end_wanted_ && !end_posted_ && !write_op_ && out_.all_posted() && !out_.pulls_pending() &&
+      !write_end_) {
     end_posted_ = true;
     send_word(wire::word(wire::kind::end, 0), end_body_, end_memory_, &stream_impl::end_sent);
   }
 }
 
-void stream_impl::post_data(const stream_writer_window::post& p) {
+void stream_impl::post_data(const stream_writer_window::post& p, bool pull) {
   const auto length = static_cast<std::uint32_t>(p.length);
+  const std::size_t turn = posts_started_++ % max_posts;
+  if (pull) // the peer reads these bytes; its `pulled` frees them (handle)
+    return send_word(wire::word(wire::kind::pull, length), data_bodies_[turn],
+                     post_memory_[2 * turn], &stream_impl::write_posted);
   const local_buffer local = send_buffer_.slice(p.local_offset, p.length);
   work_request request;
   request.op = work_request::kind::write;
   request.local = list_view<local_buffer>{&local, 1};
   request.remote = remote_buffer{peer_.address + p.remote_offset, peer_.rkey, p.length};
   // At most max_posts are in flight and they complete in order: a block per post (two on
-  // iWARP) in turn is free again when its turn comes.
-  const std::size_t turn = posts_started_++ % max_posts;
+  // iWARP) in turn is free again when its turn comes (a pull's `pulled` may overtake an
+  // earlier write's completion: that block is then taken, and the handler's memory comes
+  // from the heap, correct and only slower).
   if (immediate_) {
     request.immediate = wire::word(wire::kind::data, length);
     return start_work(conn_impl_, request,
@@ -400,11 +472,10 @@ void stream_impl::post_data(const stream_writer_window::post& p) {
             &stream_impl::data_posted, length);
 }
 
-void stream_impl::data_posted(error_code ec, std::uint32_t length) {
-  --posts_in_flight_;
+void stream_impl::data_posted(error_code ec, std::uint32_t) {
   if (ec)
     return fail(ec, from::completion_path);
-  out_.completed(length);
+  out_.write_completed();
   flush();
   wake_writer();
 }

@@ -52,10 +52,16 @@ private:
   using sent_action = void (stream_impl::*)(error_code, std::uint32_t);
   using handler_memory = handler_block<160>;
 
-  /// At most this many RDMA writes of data in flight, each at most post_size_ bytes (a
-  /// quarter of the send buffer, so that they overlap); bytes written meanwhile are
-  /// coalesced into the next ones.
-  static constexpr std::size_t max_posts = 4;
+  /// At most this many posts of data in flight (RDMA writes, or bytes left for the peer
+  /// to pull), each at most post_size_ bytes (a quarter of the send buffer, so that they
+  /// overlap); bytes written meanwhile are coalesced into the next ones.
+  static constexpr std::size_t max_posts = stream_writer_window::max_in_flight;
+  static_assert(max_posts == stream_wire::max_pulls);
+  /// The smallest post left for the peer to pull: below it the pull's two messages cost
+  /// more than the work it moves to the peer's CPU (1 KiB writes, coalesced into posts
+  /// of 4 KiB and more, were 0.89x as fast with pulls from 4 KiB, 0.96x from 16 KiB:
+  /// bench/RESULTS.md, "Who moves the bytes").
+  static constexpr std::size_t min_pull = 16 * 1024;
 
   // Receiving the peer's messages: one receive always pending, its handler holding the
   // stream (handed on from one receive to the next).
@@ -73,13 +79,16 @@ private:
   std::size_t copy_out(const buffer_view<boost::asio::mutable_buffer>& buffers) noexcept;
   void return_credit();
   void credit_sent(error_code ec, std::uint32_t);
+  /// Reads bytes the peer left for this side (the `n` it offered last) into the ring.
+  void post_pull(std::size_t n);
+  void pull_landed(error_code ec, std::uint32_t length);
 
   // Writing.
   std::size_t copy_in(const buffer_view<boost::asio::const_buffer>& buffers) noexcept;
   /// Posts what has been copied and not posted (up to max_posts in flight), then the end
   /// of data once everything before it is posted.
   void flush();
-  void post_data(const stream_writer_window::post& p);
+  void post_data(const stream_writer_window::post& p, bool pull);
   void data_posted(error_code ec, std::uint32_t length);
   void write_posted(error_code ec, std::uint32_t);
   void wake_writer();
@@ -99,6 +108,12 @@ private:
   boost::asio::any_io_executor io_;
   /// The device carries immediate data (not iWARP): notifications ride in it.
   bool immediate_ = false;
+  /// This side leaves some of its bytes for the peer to pull (stream_transfer::shared,
+  /// or automatic on SoftRoCE), and the peer knows how (its advertisement is version 2).
+  bool share_ = false;
+  bool peer_pulls_ = false;
+  /// The last post was left to be pulled: the next one is written (they alternate).
+  bool last_pulled_ = false;
 
   // The peer writes into ring_; this side's writes are copied into send_buffer_.
   memory_region ring_;
@@ -116,7 +131,7 @@ private:
   bool end_received_ = false;
 
   // The receive always pending, into a buffer that holds any control message.
-  alignas(8) std::array<std::byte, 32> control_{};
+  alignas(8) std::array<std::byte, stream_wire::advertisement_size> control_{};
   handler_memory receive_memory_;
 
   // The pending read.
@@ -127,10 +142,14 @@ private:
   pending_operation<void(error_code, std::size_t)> write_op_;
   buffer_array<boost::asio::const_buffer> write_buffers_;
   std::size_t post_size_;
-  std::size_t posts_in_flight_ = 0;
   std::array<handler_memory, 2 * max_posts> post_memory_; // a write and, on iWARP, its send
   std::size_t posts_started_ = 0;
   std::array<std::array<std::byte, stream_wire::word_size>, max_posts> data_bodies_{};
+
+  // The pulls in flight (they land in order), each followed by its `pulled`.
+  std::array<handler_memory, 2 * max_posts> pull_memory_;
+  std::array<std::array<std::byte, stream_wire::word_size>, max_posts> pulled_bodies_{};
+  std::size_t pulls_started_ = 0;
 
   // Control messages: the advertisement, credit (one in flight), the end of data.
   std::array<std::byte, stream_wire::advertisement_size> advertisement_body_{};

@@ -60,6 +60,8 @@ std::shared_ptr<device> get_device(ibv_context* context, error_code& ec) {
   d->iwarp = context->device->transport_type == IBV_TRANSPORT_IWARP;
   constexpr std::uint32_t softiwarp_vendor_id = 0x626d74; // siw.h: ASCII "bmt"
   d->soft_iwarp = d->iwarp && d->attributes.vendor_id == softiwarp_vendor_id;
+  constexpr std::uint32_t softroce_vendor_id = 0xffffff; // rxe_param.h: RXE_VENDOR_ID
+  d->soft_roce = !d->iwarp && d->attributes.vendor_id == softroce_vendor_id;
   if (d->soft_iwarp)
     keep_sigpipe_from_ending_the_process();
   d->name = ::ibv_get_device_name(context->device);

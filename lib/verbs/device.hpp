@@ -22,6 +22,9 @@ struct device {
   /// SoftiWARP (siw, known by its vendor id): it sends an unsignalled request's payload of
   /// more than a page from the user's pages (send_window::set_signal_large_payloads).
   bool soft_iwarp = false;
+  /// SoftRoCE (rxe, known by its vendor id): an RDMA operation runs to its end, both
+  /// sides' work included, in the CPU of the process that posts it (docs/stream.md).
+  bool soft_roce = false;
   /// The device's name ("rxe0", "siw0"), for error messages.
   std::string name;
   /// errc::operation_not_supported naming the device and what it lacks, made once here

@@ -125,6 +125,18 @@ write("stream_protocol", "past_credit", AD + stream_record(1 | 2, 8192) + stream
 write("stream_protocol", "bad_advertisement", stream_record(0, 0, stream_ad(100)))
 
 
+def stream_ad_v2(ring, send, address=0x7F0000002000, rkey=0x99):
+    """Version 2: the ring, then the send buffer a reader pulls from."""
+    return struct.pack("<IIQIIIQI", 3 << 28 | 2, ring, address, rkey, 0, send, address + ring, rkey + 1)
+
+
+AD2 = stream_record(0, 0, stream_ad_v2(8192, 4096))
+write("stream_protocol", "pull_then_write",
+      AD2 + stream_record(1, 4 << 28 | 1000) + stream_record(1 | 2, 500) + stream_record(4 | 16, 0)
+      + stream_record(4 | 32, 3000) + stream_record(1, 5 << 28 | 3000))
+write("stream_protocol", "pull_past_send_buffer", AD2 + stream_record(1, 4 << 28 | 5000))
+
+
 def rpc_frame(kind, call_id, word=0, deadline=0, payload=b""):
     """One frame of the RPC layer (lib/rpc/rpc_wire.hpp)."""
     return b"RP" + struct.pack("<BBIQII", kind, 0, len(payload), call_id, word, deadline) + payload

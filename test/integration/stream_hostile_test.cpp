@@ -1,6 +1,7 @@
 // A peer that breaks the stream's protocol, hand-made from a plain connection and its
 // one-sided operations: it writes past its credit, returns credit it was never given,
-// sends an unknown control word or a message no stream sends. That stream fails with
+// sends an unknown control word or a message no stream sends, offers bytes to pull it
+// cannot have, or reports bytes pulled it was never offered. That stream fails with
 // errc::protocol_error (after the bytes that came before), its connection ends, and
 // other streams go on. A peer that never returns credit holds the writer back without
 // failing it, and the waiting write can be cancelled.
@@ -31,6 +32,8 @@ namespace {
 // iWARP (no immediate data) as a 4-byte little-endian send after the RDMA write.
 constexpr std::uint32_t data_word(std::uint32_t n) { return n; }
 constexpr std::uint32_t credit_word(std::uint32_t n) { return 1u << 28 | n; }
+constexpr std::uint32_t pull_word(std::uint32_t n) { return 4u << 28 | n; }
+constexpr std::uint32_t pulled_word(std::uint32_t n) { return 5u << 28 | n; }
 
 bool has_immediate_data() {
   static const bool yes = ar::test::device_under_test().immediate_data;
@@ -66,36 +69,45 @@ struct hostile_pair {
   ar::stream victim;
   ar::remote_buffer victim_ring; // from its advertisement
   ar::memory_region peer_ring;   // the ring the peer advertised
-  ar::memory_region scratch;     // the peer's source of RDMA writes
+  ar::memory_region scratch;     // the peer's source of RDMA writes (and of pulls)
 };
 
-awaitable<hostile_pair> make_hostile_pair(std::size_t victim_ring) {
+/// The peer advertises its ring in version 1's 24 bytes (it leaves nothing to pull), or
+/// with `send_buffer` in version 2's 40, its scratch memory as the send buffer.
+awaitable<hostile_pair> make_hostile_pair(std::size_t victim_ring, bool send_buffer = false) {
   auto p = co_await ar::test::make_pair(ar::stream_connection_options(),
                                         ar::stream_connection_options());
   ar::stream_options o;
   o.ring_size = victim_ring;
   hostile_pair h{std::move(p.acceptor), std::move(p.server), ar::stream(std::move(p.client), o),
                  {}, {}, {}};
-  // The victim's advertisement: kind 3 + version 1, ring size, address, rkey, 4 zeros.
+  // The victim's advertisement: kind 3 + version 2, ring size, address, rkey, 4 zeros,
+  // then its send buffer's size, address and rkey.
   std::array<unsigned char, 64> ad{};
   auto m = co_await h.peer.async_receive_message(asio::buffer(ad), use_awaitable);
-  BOOST_REQUIRE_EQUAL(m.size, 24u);
+  BOOST_REQUIRE_EQUAL(m.size, 40u);
   BOOST_REQUIRE(!m.immediate);
-  BOOST_REQUIRE_EQUAL(boost::endian::load_little_u32(ad.data()), 3u << 28 | 1);
+  BOOST_REQUIRE_EQUAL(boost::endian::load_little_u32(ad.data()), 3u << 28 | 2);
   BOOST_REQUIRE_EQUAL(boost::endian::load_little_u32(ad.data() + 4), victim_ring);
   h.victim_ring.address = boost::endian::load_little_u64(ad.data() + 8);
   h.victim_ring.rkey = boost::endian::load_little_u32(ad.data() + 16);
   h.victim_ring.length = victim_ring;
   // The peer's own advertisement, of a 4 KiB ring.
   h.peer_ring = ar::memory_region(h.peer, 4096, ar::access::local_write | ar::access::remote_write);
-  h.scratch = ar::memory_region(h.peer, 8192, ar::access::local_write);
-  std::array<unsigned char, 24> mine{};
-  boost::endian::store_little_u32(mine.data(), 3u << 28 | 1);
+  h.scratch = ar::memory_region(h.peer, 8192, ar::access::local_write | ar::access::remote_read);
+  std::array<unsigned char, 40> mine{};
+  boost::endian::store_little_u32(mine.data(), 3u << 28 | (send_buffer ? 2 : 1));
   boost::endian::store_little_u32(mine.data() + 4, 4096);
   boost::endian::store_little_u64(mine.data() + 8,
                                   reinterpret_cast<std::uintptr_t>(h.peer_ring.data().data()));
   boost::endian::store_little_u32(mine.data() + 16, h.peer_ring.rkey());
-  co_await h.peer.async_send(asio::buffer(mine), use_awaitable);
+  if (send_buffer) {
+    boost::endian::store_little_u32(mine.data() + 24, 8192);
+    boost::endian::store_little_u64(mine.data() + 28,
+                                    reinterpret_cast<std::uintptr_t>(h.scratch.data().data()));
+    boost::endian::store_little_u32(mine.data() + 36, h.scratch.rkey());
+  }
+  co_await h.peer.async_send(asio::buffer(mine.data(), send_buffer ? 40 : 24), use_awaitable);
   co_return std::move(h);
 }
 
@@ -170,6 +182,49 @@ BOOST_AUTO_TEST_CASE(credit_the_stream_never_gave_is_refused) {
   run(io, [&]() -> awaitable<void> {
     auto h = co_await make_hostile_pair(4096);
     co_await send_word(h.peer, credit_word(100));
+    co_await expect_protocol_error(h);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(bytes_left_to_pull_are_read_in_order_and_reported_then_a_bad_pull_refused) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await make_hostile_pair(16384, true);
+    auto bytes = h.scratch.data();
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<std::byte>(i * 13 + 1);
+    // 1000 bytes left to pull (send buffer 0..1000), then 500 written after them
+    // (1000..1500): the reader gets all 1500 in order.
+    co_await send_word(h.peer, pull_word(1000));
+    co_await write_data(h.peer, h.scratch.slice(1000, 500), h.victim_ring.slice(1000, 500), 500);
+    std::vector<std::byte> got(1500);
+    co_await asio::async_read(h.victim, asio::buffer(got), use_awaitable);
+    BOOST_TEST((got == std::vector<std::byte>(bytes.begin(), bytes.begin() + 1500)));
+    // The victim says it read the 1000 (immediate data, or on iWARP a 4-byte body).
+    std::array<unsigned char, 64> b{};
+    auto m = co_await h.peer.async_receive_message(asio::buffer(b), use_awaitable);
+    const std::uint32_t w = m.immediate ? *m.immediate : boost::endian::load_little_u32(b.data());
+    BOOST_TEST(w == pulled_word(1000));
+    // 1500 .. 9500 would cross the end of the peer's 8 KiB send buffer: no writer offers it.
+    co_await send_word(h.peer, pull_word(8000));
+    co_await expect_protocol_error(h);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_pull_from_a_peer_without_a_send_buffer_is_refused) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await make_hostile_pair(4096); // version 1: no send buffer
+    co_await send_word(h.peer, pull_word(100));
+    co_await expect_protocol_error(h);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(bytes_reported_pulled_that_were_never_left_to_pull_are_refused) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await make_hostile_pair(4096);
+    co_await send_word(h.peer, pulled_word(100));
     co_await expect_protocol_error(h);
   });
 }

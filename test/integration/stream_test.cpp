@@ -16,6 +16,7 @@
 #include <boost/asio/write.hpp>
 
 #include <random>
+#include <tuple>
 #include <vector>
 
 namespace ar = asio_rdma;
@@ -89,16 +90,24 @@ BOOST_AUTO_TEST_CASE(bytes_arrive_once_in_order_unchanged_whatever_the_piece_siz
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
     // Small rings of sizes that are no power of two, so that writes and reads cut them
-    // anywhere and both wrap often.
-    auto s = co_await make_streams(ar::stream_connection_options(), small_rings(6000, 4096),
-                                   small_rings(5000, 7000));
-    for (auto [size, write_piece, read_piece] :
-         {std::tuple{std::size_t(1), 1, 1}, {100000, 10000, 3000}, {3 << 20, 300000, 70000},
-          {1 << 16, 17, 5000}, {1 << 14, 9000, 1}}) {
-      auto data = random_bytes(size, static_cast<unsigned>(size));
-      co_await transfer(s.client, s.server, data, write_piece, read_piece, 7);
-      co_await transfer(s.server, s.client, data, read_piece, write_piece, 9);
-    }
+    // anywhere and both wrap often; send buffers of 4 KiB (one post in flight), and
+    // larger ones of four posts of 16 KiB and more, of which stream_transfer::shared
+    // leaves every second one to be pulled.
+    for (auto transfer_by : {ar::stream_transfer::push, ar::stream_transfer::shared})
+      for (auto [client_ring, client_send, server_ring, server_send] :
+           {std::tuple{6000, 4096, 5000, 7000}, {70000, 65536, 50000, 80000}}) {
+        auto client = small_rings(client_ring, client_send);
+        auto server = small_rings(server_ring, server_send);
+        client.transfer = server.transfer = transfer_by;
+        auto s = co_await make_streams(ar::stream_connection_options(), client, server);
+        for (auto [size, write_piece, read_piece] :
+             {std::tuple{std::size_t(1), 1, 1}, {100000, 10000, 3000}, {3 << 20, 300000, 70000},
+              {1 << 16, 17, 5000}, {1 << 14, 9000, 1}}) {
+          auto data = random_bytes(size, static_cast<unsigned>(size));
+          co_await transfer(s.client, s.server, data, write_piece, read_piece, 7);
+          co_await transfer(s.server, s.client, data, read_piece, write_piece, 9);
+        }
+      }
   });
 }
 
@@ -271,6 +280,44 @@ BOOST_AUTO_TEST_CASE(shutdown_gives_every_byte_then_eof_and_ends_writing) {
     std::string back(reply.size(), '\0');
     co_await asio::async_read(s.client, asio::buffer(back), use_awaitable);
     BOOST_TEST(back == reply);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_close_right_after_the_shutdown_loses_no_byte_left_to_pull) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    // Shared: a writer with posts in flight leaves every second one in its send buffer
+    // for the reader to pull. The end waits until the reader has pulled them, so the
+    // writer may close as soon as its shutdown completes (else the bytes still to be
+    // pulled would go with its connection, and the reader would see eof without them).
+    ar::stream_options shared;
+    shared.transfer = ar::stream_transfer::shared;
+    for (unsigned round = 0; round < 5; ++round) {
+      auto s = co_await make_streams(ar::stream_connection_options(), shared, shared);
+      auto data = random_bytes(1 << 20, round);
+      std::vector<std::byte> got(data.size() + 1);
+      error_code read_ec;
+      std::size_t read_n = 0;
+      bool read = false;
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&]() -> awaitable<void> {
+            std::tie(read_ec, read_n) = co_await asio::async_read(
+                s.server, asio::buffer(got), asio::as_tuple(use_awaitable));
+          },
+          [&](std::exception_ptr e) {
+            ar::test::report_failure(e);
+            read = true;
+          });
+      co_await asio::async_write(s.client, asio::buffer(data), use_awaitable);
+      co_await s.client.async_shutdown(use_awaitable);
+      s.client.close();
+      co_await wait_until(read);
+      BOOST_TEST(read_ec == asio::error::eof, read_ec.message());
+      BOOST_REQUIRE_EQUAL(read_n, data.size());
+      got.resize(read_n);
+      BOOST_TEST((got == data));
+    }
   });
 }
 
