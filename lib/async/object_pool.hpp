@@ -113,6 +113,9 @@ private:
 // any_completion_handler destroys the handler first and frees its memory after: the
 // handler must not release the last reference to its owner then. It parks it in the block
 // (release_after_free), and deallocate() releases it once the block is no longer touched.
+// Only while the block is taken: a handler kept elsewhere (in place in its operation,
+// detail/inline_handler.hpp, so never allocated) must release its owner itself, or
+// nothing would (integration_stream's streams_whose_io_context_never_runs_again_are_freed).
 // test/unit/async/fd_waiter_test.cpp covers the allocator.
 template <std::size_t Size> struct handler_block {
   bool in_use = false;
@@ -120,12 +123,15 @@ template <std::size_t Size> struct handler_block {
   alignas(std::max_align_t) std::byte bytes[Size];
 };
 
-/// For the destructor of a handler whose memory is `block` and which holds `owner`, the
-/// block's owner: if that is the last reference, it is released after the handler's memory
-/// is freed, not now. A handler that ran has handed its reference on.
+/// For the destructor of a handler whose memory may be `block` and which holds `owner`, the
+/// block's owner: if that is the last reference and the block is taken (the handler's
+/// memory, or another's that deallocate() will free), it is released after that memory is
+/// freed, not now. A handler not in the block (kept in place, or from the heap while
+/// another held the block) lets its owner go at once: no deallocate() would come. A
+/// handler that ran has handed its reference on.
 template <std::size_t Size, typename T>
 void release_after_free(handler_block<Size>* block, std::shared_ptr<T>& owner) noexcept {
-  if (owner && owner.use_count() == 1)
+  if (owner && owner.use_count() == 1 && block->in_use)
     block->owner_after_free = std::move(owner);
 }
 

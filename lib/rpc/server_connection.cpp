@@ -285,13 +285,11 @@ bool server_connection::take_payload(call& c) {
   return true;
 }
 
-// A bulk request: its bytes are RDMA-read from the client's memory, then it runs.
+// A bulk request: its bytes are RDMA-read from the client's memory, then it runs. Its
+// buffer is taken when its read starts (start_pulls), not now: requests waiting for their
+// turn hold no memory, so a client that sends many pins no more than what is read at once.
 void server_connection::pull_request(call& c, const remote_buffer& from) {
   c.pulled_length = static_cast<std::size_t>(from.length);
-  error_code ec;
-  c.pulled = take_spare(c.pulled_length, ec);
-  if (ec)
-    return fail_call(c, errc::handler_failed, "the request could not be registered: " + ec.message());
   c.pulling = true;
   c.pull_from = from;
   c.next_pull = nullptr;
@@ -315,16 +313,26 @@ constexpr std::size_t max_pull_bytes = std::size_t(1) << 20;
 
 // Reads waiting bulk requests, in arrival order, while the bytes in flight allow.
 void server_connection::start_pulls() {
-  while (pulls_head_ && !closed_ &&
-         (pull_bytes_ == 0 || pull_bytes_ + pulls_head_->pulled_length <= max_pull_bytes)) {
+  while (pulls_head_ && !closed_) {
     call& c = *pulls_head_;
+    // Cancelled while it waited: answered now, unread, whatever is being read meanwhile.
+    if (!c.cancel_requested && pull_bytes_ != 0 &&
+        pull_bytes_ + c.pulled_length > max_pull_bytes)
+      break;
     pulls_head_ = c.next_pull;
     if (!pulls_head_)
       pulls_tail_ = nullptr;
     c.next_pull = nullptr;
-    if (c.cancel_requested) { // cancelled while it waited: nothing to read
+    if (c.cancel_requested) {
       c.pulling = false;
       send(c, wire::frame_kind::error, static_cast<std::uint32_t>(c.cancel_reason));
+      continue;
+    }
+    error_code ec;
+    c.pulled = take_spare(c.pulled_length, ec);
+    if (ec) {
+      c.pulling = false;
+      fail_call(c, errc::handler_failed, "the request could not be registered: " + ec.message());
       continue;
     }
     pull_bytes_ += c.pulled_length;

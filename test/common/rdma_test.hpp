@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -132,6 +133,17 @@ inline asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
 inline asio::awaitable<void> wait_until(const bool& flag) {
   while (!flag)
     co_await sleep_for(std::chrono::milliseconds(1));
+}
+
+/// The memory this process has pinned (registered with a device), from the kernel's count
+/// (VmPin in /proc/self/status), in bytes.
+inline std::size_t pinned_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmPin:", 0) == 0)
+      return std::stoul(line.substr(6)) * 1024; // "VmPin:     1234 kB"
+  return 0;
 }
 
 /// Byte i of test message `seq`.

@@ -321,6 +321,34 @@ BOOST_AUTO_TEST_CASE(a_close_right_after_the_shutdown_loses_no_byte_left_to_pull
   });
 }
 
+// Streams closed while their io_context never runs again: the completions close() queued
+// are destroyed with the io_context, not run. Their handlers hold the streams; destroyed,
+// they must let them go, connection, queue pair and registered memory with them (the
+// stream's receive handler, kept in place in its operation, once kept its stream alive
+// through the memory block it never used: every stream's ring stayed registered).
+BOOST_AUTO_TEST_CASE(streams_whose_io_context_never_runs_again_are_freed) {
+  const std::size_t before = ar::test::pinned_bytes();
+  {
+    asio::io_context io;
+    std::vector<ar::test::stream_pair> pairs;
+    run(io, [&]() -> awaitable<void> {
+      for (int i = 0; i < 4; ++i)
+        pairs.push_back(co_await make_streams());
+      std::string hi = "hi";
+      co_await asio::async_write(pairs[0].client, asio::buffer(hi), use_awaitable);
+      co_await asio::async_read(pairs[0].server, asio::buffer(hi), use_awaitable);
+    });
+    BOOST_TEST(ar::test::pinned_bytes() >= before + 8 * (256 + 64) * 1024);
+    for (auto& p : pairs) {
+      p.client.close();
+      p.server.close();
+    }
+    pairs.clear();
+  } // the io_context, and what it still holds, destroyed here
+  const std::size_t after = ar::test::pinned_bytes();
+  BOOST_TEST(after <= before + 64 * 1024, after - before << " bytes still pinned");
+}
+
 BOOST_AUTO_TEST_CASE(a_cancelled_read_completes_aborted_and_loses_no_byte) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {

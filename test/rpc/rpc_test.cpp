@@ -989,6 +989,73 @@ BOOST_AUTO_TEST_CASE(bulk_requests_wait_their_turn_and_one_cancelled_meanwhile_i
   });
 }
 
+// A client that sends many bulk requests at once pins no more of the server's memory
+// than what is read at once: a request's buffer is taken when its read starts, not when
+// the request arrives (before, eight waiting 16 MiB requests pinned 128 MiB at once).
+BOOST_AUTO_TEST_CASE(bulk_requests_waiting_for_their_turn_pin_no_memory,
+                     *boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
+                       return over_rdma();
+                     })) {
+  run(io, [&]() -> asio::awaitable<void> {
+    rpc::server s(io.get_executor());
+    s.add_method("size", [](std::span<const std::byte> request,
+                            rpc::call_context&) -> asio::awaitable<std::vector<std::byte>> {
+      const std::uint64_t n = request.size();
+      std::vector<std::byte> reply(sizeof n);
+      std::memcpy(reply.data(), &n, sizeof n);
+      co_return reply;
+    });
+    const auto url = listen_here(s);
+    auto t = asio::as_tuple(asio::use_awaitable);
+    constexpr std::size_t piece = std::size_t(16) << 20; // each read alone (above 1 MiB)
+    constexpr std::uint64_t calls = 9;
+    auto request = patterned(5, piece);
+    auto p = co_await raw_peer::connect(url);
+    auto& conn = p.rdma().underlying_connection();
+    wire::header_bytes h;
+    wire::encode({wire::frame_kind::hello, 0, 64u << 20, wire::version, wire::feature_bulk}, h);
+    co_await asio::async_write(p, asio::buffer(h), t);
+    co_await asio::async_read(p, asio::buffer(h), t);
+    asio_rdma::memory_region exposed(conn, std::span<std::byte>(request),
+                                     asio_rdma::access::remote_read);
+    const std::size_t before = asio_rdma::test::pinned_bytes(); // the peer's 16 MiB included
+    // Every request in one write: the server takes them all while the first is read.
+    std::vector<std::array<std::byte, wire::header_size + wire::descriptor_size>> frames(calls);
+    std::vector<asio::const_buffer> out;
+    for (std::uint64_t id = 1; id <= calls; ++id) {
+      auto& f = frames[id - 1];
+      wire::encode({wire::frame_kind::request, wire::descriptor_size, id, rpc::method_id("size"),
+                    60000, wire::flag_bulk}, h);
+      std::memcpy(f.data(), h.data(), h.size());
+      const auto d = exposed.remote().encode();
+      std::memcpy(f.data() + h.size(), d.data(), d.size());
+      out.push_back(asio::buffer(f));
+    }
+    co_await asio::async_write(p, out, t);
+    std::size_t most = 0;
+    for (std::uint64_t i = 1; i <= calls; ++i) {
+      auto [ec, n] = co_await asio::async_read(p, asio::buffer(h), t);
+      BOOST_TEST_REQUIRE(!ec, "reply " << i << ": " << ec.message());
+      // Sampled as each reply arrives, the others waiting or being read.
+      const std::size_t now = asio_rdma::test::pinned_bytes();
+      most = std::max(most, now > before ? now - before : 0);
+      wire::frame_header got;
+      BOOST_TEST_REQUIRE(!wire::parse(h, got));
+      std::vector<std::byte> payload(got.length);
+      co_await asio::async_read(p, asio::buffer(payload), t);
+      BOOST_TEST((got.kind == wire::frame_kind::reply && got.call_id == i &&
+                  payload.size() == 8));
+      std::uint64_t size = 0;
+      std::memcpy(&size, payload.data(), std::min(payload.size(), sizeof size));
+      BOOST_TEST(size == piece);
+    }
+    // At most: the request being read, one whose reply is on its way, one kept spare.
+    BOOST_TEST(most <= 3 * piece + (std::size_t(4) << 20),
+               most << " bytes pinned by the server while " << calls << " requests of "
+                    << piece << " bytes were waiting or read");
+  });
+}
+
 BOOST_AUTO_TEST_CASE(replies_out_of_order_reach_their_calls) {
   run(io, [&]() -> asio::awaitable<void> {
     rpc::server s(io.get_executor());

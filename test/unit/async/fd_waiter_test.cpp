@@ -90,6 +90,29 @@ BOOST_AUTO_TEST_CASE(handler_block_allocator_serves_its_block_once_at_a_time) {
   rebound.deallocate(again, 64);
 }
 
+// The last reference to a block's owner, held by a handler destroyed without being called:
+// parked while the block is taken (the handler's memory is freed after its destructor),
+// released at once when it is not (a handler kept elsewhere: nothing would free it later).
+BOOST_AUTO_TEST_CASE(a_handlers_last_reference_is_parked_only_while_its_block_is_taken) {
+  handler_block<64> block;
+  handler_block_allocator<long, 64> alloc(&block);
+  auto owner = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = owner;
+  long* memory = alloc.allocate(2);
+  release_after_free(&block, owner);
+  BOOST_TEST(!owner);
+  BOOST_TEST(!watch.expired()); // parked in the block
+  alloc.deallocate(memory, 2);
+  BOOST_TEST(watch.expired()); // released once the block is free
+  owner = std::make_shared<int>(8);
+  watch = owner;
+  release_after_free(&block, owner); // the block is not taken: nothing to wait for
+  BOOST_TEST(!block.owner_after_free);
+  BOOST_TEST(owner.use_count() == 1); // left to the handler's own destructor
+  owner.reset();
+  BOOST_TEST(watch.expired());
+}
+
 BOOST_FIXTURE_TEST_CASE(calls_back_while_interest_is_declared_and_leaves_no_work_after,
                         waiting_on_pipe) {
   r.remaining = 100;
