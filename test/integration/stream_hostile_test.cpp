@@ -127,6 +127,17 @@ awaitable<void> expect_protocol_error(hostile_pair& h) {
   BOOST_TEST(!!pec, "the peer's receive ended with " << pec.message());
 }
 
+/// A peer whose advertisement (version 1: no send buffer) is followed by `word` alone
+/// fails the stream with a protocol error.
+void a_lone_word_fails_the_stream(std::uint32_t word) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto h = co_await make_hostile_pair(4096);
+    co_await send_word(h.peer, word);
+    co_await expect_protocol_error(h);
+  });
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_peer_that_writes_past_its_credit_fails_that_stream_only) {
@@ -178,12 +189,7 @@ BOOST_AUTO_TEST_CASE(a_notification_that_does_not_match_the_write_is_refused,
 }
 
 BOOST_AUTO_TEST_CASE(credit_the_stream_never_gave_is_refused) {
-  asio::io_context io;
-  run(io, [&]() -> awaitable<void> {
-    auto h = co_await make_hostile_pair(4096);
-    co_await send_word(h.peer, credit_word(100));
-    co_await expect_protocol_error(h);
-  });
+  a_lone_word_fails_the_stream(credit_word(100));
 }
 
 BOOST_AUTO_TEST_CASE(bytes_left_to_pull_are_read_in_order_and_reported_then_a_bad_pull_refused) {
@@ -212,30 +218,15 @@ BOOST_AUTO_TEST_CASE(bytes_left_to_pull_are_read_in_order_and_reported_then_a_ba
 }
 
 BOOST_AUTO_TEST_CASE(a_pull_from_a_peer_without_a_send_buffer_is_refused) {
-  asio::io_context io;
-  run(io, [&]() -> awaitable<void> {
-    auto h = co_await make_hostile_pair(4096); // version 1: no send buffer
-    co_await send_word(h.peer, pull_word(100));
-    co_await expect_protocol_error(h);
-  });
+  a_lone_word_fails_the_stream(pull_word(100)); // version 1: no send buffer
 }
 
 BOOST_AUTO_TEST_CASE(bytes_reported_pulled_that_were_never_left_to_pull_are_refused) {
-  asio::io_context io;
-  run(io, [&]() -> awaitable<void> {
-    auto h = co_await make_hostile_pair(4096);
-    co_await send_word(h.peer, pulled_word(100));
-    co_await expect_protocol_error(h);
-  });
+  a_lone_word_fails_the_stream(pulled_word(100));
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_control_word_is_refused) {
-  asio::io_context io;
-  run(io, [&]() -> awaitable<void> {
-    auto h = co_await make_hostile_pair(4096);
-    co_await send_word(h.peer, 7u << 28);
-    co_await expect_protocol_error(h);
-  });
+  a_lone_word_fails_the_stream(7u << 28);
 }
 
 BOOST_AUTO_TEST_CASE(a_message_no_stream_sends_is_refused) {

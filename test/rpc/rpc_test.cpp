@@ -74,6 +74,37 @@ asio::awaitable<bool> calls_reach(const rpc::server& s, std::size_t n) {
   co_return s.calls_in_flight() == n;
 }
 
+/// The method "size": replies with its request's size (8 bytes, host order).
+asio::awaitable<std::vector<std::byte>> request_size(std::span<const std::byte> request,
+                                                      rpc::call_context&) {
+  const std::uint64_t n = request.size();
+  std::vector<std::byte> reply(sizeof n);
+  std::memcpy(reply.data(), &n, sizeof n);
+  co_return reply;
+}
+
+/// A request frame calling "size" with a bulk request read from `where`.
+std::array<std::byte, wire::header_size + wire::descriptor_size>
+bulk_size_request(std::uint64_t id, const asio_rdma::remote_buffer& where,
+                  std::uint32_t deadline_ms) {
+  std::array<std::byte, wire::header_size + wire::descriptor_size> frame;
+  wire::header_bytes h;
+  wire::encode({wire::frame_kind::request, wire::descriptor_size, id, rpc::method_id("size"),
+                deadline_ms, wire::flag_bulk}, h);
+  std::memcpy(frame.data(), h.data(), h.size());
+  const auto d = where.encode();
+  std::memcpy(frame.data() + h.size(), d.data(), d.size());
+  return frame;
+}
+
+/// The hello of a peer that reads bulk replies, and the server's hello read.
+asio::awaitable<void> say_hello_with_bulk(raw_peer& p) {
+  wire::header_bytes h;
+  wire::encode({wire::frame_kind::hello, 0, 64u << 20, wire::version, wire::feature_bulk}, h);
+  co_await asio::async_write(p, asio::buffer(h), asio::use_awaitable);
+  co_await asio::async_read(p, asio::buffer(h), asio::use_awaitable);
+}
+
 /// Reads (and drops) what the server sends to `p` until it closes the connection: true if
 /// it does within 10 s.
 asio::awaitable<bool> closed_by_server(raw_peer& p) {
@@ -899,36 +930,18 @@ BOOST_AUTO_TEST_CASE(bulk_requests_wait_their_turn_and_one_cancelled_meanwhile_i
                      })) {
   run(io, [&]() -> asio::awaitable<void> {
     rpc::server s(io.get_executor());
-    s.add_method("size", [](std::span<const std::byte> request,
-                            rpc::call_context&) -> asio::awaitable<std::vector<std::byte>> {
-      const std::uint64_t n = request.size();
-      std::vector<std::byte> reply(sizeof n);
-      std::memcpy(reply.data(), &n, sizeof n);
-      co_return reply;
-    });
+    s.add_method("size", request_size);
     s.add_method("echo", echo);
     const auto url = listen_here(s);
     auto t = asio::as_tuple(asio::use_awaitable);
     const std::size_t big = std::size_t(32) << 20; // read alone, and long enough that the
                                                     // frames after it come while it is read
     auto request = patterned(3, big);
-    auto bulk_request = [&](std::uint64_t id, const asio_rdma::remote_buffer& where) {
-      std::array<std::byte, wire::header_size + wire::descriptor_size> frame;
-      wire::header_bytes h;
-      wire::encode({wire::frame_kind::request, wire::descriptor_size, id, rpc::method_id("size"),
-                    20000, wire::flag_bulk}, h);
-      std::memcpy(frame.data(), h.data(), h.size());
-      const auto d = where.encode();
-      std::memcpy(frame.data() + h.size(), d.data(), d.size());
-      return frame;
-    };
     for (const bool stay : {true, false}) {
       auto p = co_await raw_peer::connect(url);
       auto& conn = p.rdma().underlying_connection();
+      co_await say_hello_with_bulk(p);
       wire::header_bytes h;
-      wire::encode({wire::frame_kind::hello, 0, 64u << 20, wire::version, wire::feature_bulk}, h);
-      co_await asio::async_write(p, asio::buffer(h), t);
-      co_await asio::async_read(p, asio::buffer(h), t);
       asio_rdma::memory_region exposed(conn, std::span<std::byte>(request),
                                        asio_rdma::access::remote_read);
       // Call 1 reads 32 MiB; call 2's descriptor lies outside the peer's memory, so a read
@@ -937,8 +950,8 @@ BOOST_AUTO_TEST_CASE(bulk_requests_wait_their_turn_and_one_cancelled_meanwhile_i
       auto outside = exposed.remote();
       outside.address += big;
       outside.length = 4096;
-      const auto first = bulk_request(1, exposed.remote());
-      const auto second = bulk_request(2, outside);
+      const auto first = bulk_size_request(1, exposed.remote(), 20000);
+      const auto second = bulk_size_request(2, outside, 20000);
       wire::header_bytes cancel;
       wire::encode({wire::frame_kind::cancel, 0, 2, 0, 0}, cancel);
       const std::array<asio::const_buffer, 3> frames{asio::buffer(first), asio::buffer(second),
@@ -998,13 +1011,7 @@ BOOST_AUTO_TEST_CASE(bulk_requests_waiting_for_their_turn_pin_no_memory,
                      })) {
   run(io, [&]() -> asio::awaitable<void> {
     rpc::server s(io.get_executor());
-    s.add_method("size", [](std::span<const std::byte> request,
-                            rpc::call_context&) -> asio::awaitable<std::vector<std::byte>> {
-      const std::uint64_t n = request.size();
-      std::vector<std::byte> reply(sizeof n);
-      std::memcpy(reply.data(), &n, sizeof n);
-      co_return reply;
-    });
+    s.add_method("size", request_size);
     const auto url = listen_here(s);
     auto t = asio::as_tuple(asio::use_awaitable);
     constexpr std::size_t piece = std::size_t(16) << 20; // each read alone (above 1 MiB)
@@ -1012,26 +1019,19 @@ BOOST_AUTO_TEST_CASE(bulk_requests_waiting_for_their_turn_pin_no_memory,
     auto request = patterned(5, piece);
     auto p = co_await raw_peer::connect(url);
     auto& conn = p.rdma().underlying_connection();
-    wire::header_bytes h;
-    wire::encode({wire::frame_kind::hello, 0, 64u << 20, wire::version, wire::feature_bulk}, h);
-    co_await asio::async_write(p, asio::buffer(h), t);
-    co_await asio::async_read(p, asio::buffer(h), t);
+    co_await say_hello_with_bulk(p);
     asio_rdma::memory_region exposed(conn, std::span<std::byte>(request),
                                      asio_rdma::access::remote_read);
     const std::size_t before = asio_rdma::test::pinned_bytes(); // the peer's 16 MiB included
     // Every request in one write: the server takes them all while the first is read.
-    std::vector<std::array<std::byte, wire::header_size + wire::descriptor_size>> frames(calls);
+    std::vector<std::array<std::byte, wire::header_size + wire::descriptor_size>> frames;
+    for (std::uint64_t id = 1; id <= calls; ++id)
+      frames.push_back(bulk_size_request(id, exposed.remote(), 60000));
     std::vector<asio::const_buffer> out;
-    for (std::uint64_t id = 1; id <= calls; ++id) {
-      auto& f = frames[id - 1];
-      wire::encode({wire::frame_kind::request, wire::descriptor_size, id, rpc::method_id("size"),
-                    60000, wire::flag_bulk}, h);
-      std::memcpy(f.data(), h.data(), h.size());
-      const auto d = exposed.remote().encode();
-      std::memcpy(f.data() + h.size(), d.data(), d.size());
+    for (const auto& f : frames)
       out.push_back(asio::buffer(f));
-    }
     co_await asio::async_write(p, out, t);
+    wire::header_bytes h;
     std::size_t most = 0;
     for (std::uint64_t i = 1; i <= calls; ++i) {
       auto [ec, n] = co_await asio::async_read(p, asio::buffer(h), t);
