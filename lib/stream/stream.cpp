@@ -219,8 +219,9 @@ bool stream_impl::handle(const received_message& message) {
       return false;
     wake_reader();
     return true;
-  case what::credit:
-    if (!out_.credit(m.value))
+  case what::credit: // room in the peer's ring, or in the send buffer: write on
+  case what::pulled:
+    if (!(m.type == what::credit ? out_.credit(m.value) : out_.pulled(m.value)))
       return false;
     flush();
     wake_writer();
@@ -229,20 +230,13 @@ bool stream_impl::handle(const received_message& message) {
     if (end_received_)
       return false;
     end_received_ = true;
-    if (in_.pulls_in_flight() == 0) // else once the bytes before the end have landed
-      read_end_ = asio::error::eof;
+    end_reading_once_landed();
     wake_reader();
     return true;
   case what::pull:
     if (end_received_ || !in_.offered(m.value))
       return false;
     post_pull(m.value);
-    return true;
-  case what::pulled:
-    if (!out_.pulled(m.value))
-      return false;
-    flush();
-    wake_writer();
     return true;
   default:
     return false;
@@ -353,9 +347,14 @@ void stream_impl::pull_landed(error_code ec, std::uint32_t length) {
   const std::size_t turn = (pulls_started_ - in_.pulls_in_flight() - 1) % max_posts;
   send_word(wire::word(wire::kind::pulled, length), pulled_bodies_[turn],
             pull_memory_[2 * turn + 1], &stream_impl::write_posted);
+  end_reading_once_landed();
+  wake_reader();
+}
+
+void stream_impl::end_reading_once_landed() {
+  // The peer's end follows every byte it wrote: eof once the pulls before it have landed.
   if (end_received_ && in_.pulls_in_flight() == 0 && !read_end_)
     read_end_ = asio::error::eof;
-  wake_reader();
 }
 
 // ---------------------------------------------------------------- writing

@@ -82,6 +82,8 @@ private:
   /// Reads bytes the peer left for this side (the `n` it offered last) into the ring.
   void post_pull(std::size_t n);
   void pull_landed(error_code ec, std::uint32_t length);
+  /// After the peer's end: eof for reads, once no pull is in flight.
+  void end_reading_once_landed();
 
   // Writing.
   std::size_t copy_in(const buffer_view<boost::asio::const_buffer>& buffers) noexcept;

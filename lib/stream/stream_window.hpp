@@ -217,7 +217,8 @@ private:
   std::uint64_t announced_ = 0;
   std::uint64_t consumed_ = 0;
   std::uint64_t returned_ = 0;
-  std::array<std::uint64_t, 4> pull_starts_{}; // stream_wire::max_pulls
+  /// Where each pull in flight starts (a reader takes as many as a writer posts).
+  std::array<std::uint64_t, stream_writer_window::max_in_flight> pull_starts_{};
   std::size_t first_pull_ = 0;
   std::size_t pulls_ = 0;
 };
