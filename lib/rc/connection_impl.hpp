@@ -170,6 +170,9 @@ private:
   void report_credits();
   static void on_report_complete(completion_target* target, const ibv_wc& wc, from origin);
 
+  /// A batch of this connection's own completion queue is being dispatched: its end
+  /// (after_cq_batch) posts what is queued.
+  bool inside_own_batch() const { return cq_ && !shared_ && cq_->polling(); }
   void schedule_post() {
     post_once<&connection_impl::post_scheduled_, &connection_impl::post_task>();
   }
@@ -258,7 +261,7 @@ private:
     if (!ops_.finished())
       return;
     // Inside a batch of our own CQ the update waits for the batch's end (after_cq_batch).
-    if (cq_ && !shared_ && cq_->polling() && state_ == state::open)
+    if (inside_own_batch() && state_ == state::open)
       ops_.defer_update();
     else
       sync_interest();

@@ -3,7 +3,7 @@
 // and aligned_alloc around a ping-pong, and around waves of datagram sends), a waiting
 // operation keeps a small handler without memory of its own, and the library starts no thread
 // over a whole connection's and datagram socket's life (the process's thread count from
-// /proc).
+// /proc); a send started by a completion costs no scheduler task of its own.
 #define BOOST_TEST_MODULE integration_promises
 #include "allocation_counter.hpp"
 #include "block_counting_allocator.hpp"
@@ -12,8 +12,10 @@
 #include <asio_rdma/datagram_socket.hpp>
 
 #include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/co_spawn.hpp>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <memory>
@@ -127,6 +129,61 @@ BOOST_AUTO_TEST_CASE(an_awaited_ping_pongs_handlers_take_no_memory) {
     BOOST_TEST_MESSAGE("handler blocks in 1000 round trips: " << blocks);
     BOOST_TEST(blocks == 0u);
   });
+}
+
+/// Answers `rounds` messages of `pair->client` with their own bytes.
+awaitable<void> echo(std::shared_ptr<ar::test::connected_pair> pair, int rounds) {
+  std::array<std::byte, 64> in{};
+  for (int i = 0; i < rounds; ++i) {
+    const auto n = co_await pair->server.async_receive(asio::buffer(in), use_awaitable);
+    co_await pair->server.async_send(asio::buffer(in, n), use_awaitable);
+  }
+}
+
+// A send started by a handler that its connection's own completion batch runs (an echo's
+// reply, a client's next request after the reply) is posted when that batch ends: it
+// costs no task of its own, which would cost a busy-polling queue its turn (a reactor
+// pass, an epoll_wait) and an event-driven one a trip through the scheduler. Counted as
+// the handlers the io_context runs per round trip of two ends in one thread, event
+// completions: one wake-up per end, two in all (four while each send posted a task).
+BOOST_AUTO_TEST_CASE(a_send_started_by_a_completion_costs_no_task_of_its_own) {
+  asio::io_context io;
+  constexpr int warm_up = 100, rounds = 1000;
+  std::size_t handlers = 0;  // run by the io_context so far
+  std::size_t measured = 0;  // run during the measured rounds
+  bool finished = false;
+  std::exception_ptr failure;
+  asio::co_spawn(
+      io,
+      [&]() -> awaitable<void> {
+        auto pair = std::make_shared<ar::test::connected_pair>(co_await make_pair());
+        asio::co_spawn(io, echo(pair, warm_up + rounds), ar::test::report_failure);
+        std::array<std::byte, 64> out{}, in{};
+        for (int i = 0; i < warm_up + rounds; ++i) {
+          if (i == warm_up)
+            measured = handlers;
+          out[0] = static_cast<std::byte>(i);
+          co_await pair->client.async_send(asio::buffer(out), use_awaitable);
+          const auto n = co_await pair->client.async_receive(asio::buffer(in), use_awaitable);
+          BOOST_REQUIRE(n == out.size());
+          BOOST_REQUIRE(in[0] == out[0]);
+        }
+        measured = handlers - measured;
+      },
+      [&](std::exception_ptr e) {
+        finished = true;
+        failure = e;
+      });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!finished && io.run_one_until(deadline) > 0)
+    ++handlers;
+  BOOST_REQUIRE_MESSAGE(finished, "the ping-pong did not finish within 120 s");
+  if (failure)
+    std::rethrow_exception(failure);
+  io.run_for(std::chrono::milliseconds(50));
+  const double per_round_trip = static_cast<double>(measured) / rounds;
+  BOOST_TEST_MESSAGE("handlers run per round trip: " << per_round_trip);
+  BOOST_TEST(per_round_trip < 3.0);
 }
 
 // Before this test, each datagram send whose completion was found by a later call's poll
