@@ -196,11 +196,12 @@ public:
   /// completes.
   ///
   /// When it completes is options().send_completion's choice: by default
-  /// (send_completion::at_acknowledgement) once the peer's transport
-  /// acknowledged the message; with send_completion::at_post once posted, at
-  /// the end of the io_context turn that started it, without waiting for the
-  /// peer: a later transport error fails the connection and reaches the pending
-  /// and later operations instead.
+  /// (send_completion::at_post) once posted, at the end of the io_context turn
+  /// that started it (or of the completion batch whose handler started it),
+  /// without waiting for the peer: a later transport error fails the connection
+  /// and reaches the pending and later operations instead; with
+  /// send_completion::at_acknowledgement once the peer's transport acknowledged
+  /// the message.
   ///
   /// Errors: errc::message_too_large (larger than max_message_size, nothing
   /// posted), asio::error::not_connected, asio::error::operation_aborted
