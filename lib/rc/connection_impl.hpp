@@ -173,8 +173,14 @@ private:
   /// A batch of this connection's own completion queue is being dispatched: its end
   /// (after_cq_batch) posts what is queued.
   bool inside_own_batch() const { return cq_ && !shared_ && cq_->polling(); }
+  /// Posts queued sends and released receive buffers at the end of this io_context turn,
+  /// or, inside a batch of our own completion queue (a handler it runs started a send, as
+  /// a ping-pong's next request, or gave a buffer back), at the end of that batch
+  /// (after_cq_batch): then no task of its own, so a busy-polling queue does not yield its
+  /// turn (a reactor pass, an epoll_wait) for it.
   void schedule_post() {
-    post_once<&connection_impl::post_scheduled_, &connection_impl::post_task>();
+    if (!inside_own_batch())
+      post_once<&connection_impl::post_scheduled_, &connection_impl::post_task>();
   }
   void post_task() { post_queued(); } // the task schedule_post() posts
   /// Posts what the send queue has room for; the sends that complete when posted complete

@@ -133,8 +133,8 @@ void connection_impl::hand_over(operation* op, const arrived_message& msg, from 
 void connection_impl::take_back(std::uint32_t slot) noexcept {
   release_receive(slot);
   // A shared receive queue reposts its own; a ring of our own is reposted at the end of
-  // this turn (or of the completion batch running now), as an emptied slot is.
-  if (!shared_ && state_ == state::open && !(cq_ && cq_->polling()))
+  // this turn (or of the completion batch running now: schedule_post), as an emptied slot is.
+  if (!shared_ && state_ == state::open)
     schedule_post();
 }
 

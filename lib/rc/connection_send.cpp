@@ -115,17 +115,15 @@ void connection_impl::post_or_batch(operation* op) {
   // otherwise the request joins the batch posted at the end of this io_context turn. A
   // send that completes when posted always joins it: posted from the io_context, its
   // handler runs there directly (from an initiating call it would have to be posted
-  // too), and sends started together go in one chain. Started by a handler that our own
-  // completion queue's batch is running (a ping-pong's next request), the end of that
-  // batch posts it (after_cq_batch): no task of its own, so a busy-polling queue does
-  // not yield its turn (a reactor pass, an epoll_wait) for it.
+  // too), and sends started together go in one chain (inside a completion batch, the
+  // batch's end: schedule_post).
   if (sends_.signalled_outstanding() == 0 && !post_scheduled_ && !completes_at_post(op)) {
     post_queued(from::user_call);
     // Posted, it can no longer be withdrawn, so it needs no cancellation handler (nor
     // does one the post failed: that one is completed, its handler moved out).
     if (op->posted || !op->handler)
       return;
-  } else if (!inside_own_batch()) {
+  } else {
     schedule_post();
   }
   op->handler.on_cancel(op_canceller{this, op});

@@ -92,9 +92,11 @@ inline asio::awaitable<void> expect_connection_ended_by_peer(connection& c) {
 }
 
 /// Runs `body()` (an awaitable) on `io` until it finishes; fails the test if
-/// it throws or has not finished within `limit` (nothing may hang).
+/// it throws or has not finished within `limit` (nothing may hang). With
+/// `handlers_run`, counts there the handlers the io_context runs meanwhile.
 template <typename Body>
-void run(asio::io_context& io, Body body, std::chrono::seconds limit = std::chrono::seconds(120)) {
+void run(asio::io_context& io, Body body, std::chrono::seconds limit = std::chrono::seconds(120),
+         std::size_t* handlers_run = nullptr) {
   bool finished = false;
   std::exception_ptr failure;
   asio::co_spawn(io, std::move(body), [&](std::exception_ptr e) {
@@ -102,8 +104,11 @@ void run(asio::io_context& io, Body body, std::chrono::seconds limit = std::chro
     failure = e;
   });
   auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!finished && std::chrono::steady_clock::now() < deadline && !io.stopped())
-    io.run_one_until(deadline);
+  while (!finished && std::chrono::steady_clock::now() < deadline && !io.stopped()) {
+    const std::size_t ran = io.run_one_until(deadline);
+    if (handlers_run)
+      *handlers_run += ran; // read by the body as it runs: the handlers before its own
+  }
   BOOST_REQUIRE_MESSAGE(finished, "test body did not finish within " << limit.count() << " s");
   if (failure)
     std::rethrow_exception(failure);
