@@ -118,6 +118,19 @@ public:
   /// cancellation slot.
   void cancel(operation* op);
 
+  /// A handler of a batch of this connection's own completion queue is running, and the
+  /// batch came from the completion path (not a poll inside a user's call): an operation
+  /// of a layer above that completes now may leave its handler to the batch's end
+  /// (on_batch_end) instead of posting it. As a send completed at post does here.
+  bool completes_at_batch_end() const {
+    return inside_own_batch() && cq_->batch_origin() == from::completion_path;
+  }
+  /// Calls `listener` at the end of each batch of this connection's own completion
+  /// queue, after the work queued during it is posted (after_cq_batch). One listener (a
+  /// stream's); an empty callback removes it. The listener must remove itself before it
+  /// is destroyed.
+  void on_batch_end(callback listener) noexcept { batch_end_listener_ = listener; }
+
 private:
   using state = connection_state; // establishment.hpp
 
@@ -331,6 +344,7 @@ private:
   send_window<operation> sends_; // queued and posted sends, one-sided work, atomics
   bool post_scheduled_ = false;
   bool delivery_scheduled_ = false;
+  callback batch_end_listener_; // on_batch_end
   operation_count ops_;           // pending user operations
   bool channel_interest_ = false; // the waits held for them
   bool cq_interest_ = false;

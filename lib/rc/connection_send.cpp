@@ -248,6 +248,10 @@ void connection_impl::after_cq_batch(void* context) {
     self->post_queued(self->cq_->batch_origin()); // a poll inside an initiating call too
   if (self->ops_.batch_ended())
     self->sync_interest();
+  // Last: the listener runs handlers, which may close or release this connection (the
+  // completion queue's owner lock keeps it alive until the batch's call returns).
+  if (self->batch_end_listener_)
+    self->batch_end_listener_();
 }
 
 void connection_impl::post_queued(from origin) {

@@ -125,8 +125,13 @@ stream_impl::stream_impl(connection&& established, const stream_options& options
            (options.transfer == stream_transfer::automatic && conn_impl_->on_soft_roce());
 }
 
+stream_impl::~stream_impl() {
+  conn_impl_->on_batch_end({});
+}
+
 void stream_impl::open(error_code& ec) {
   immediate_ = conn_impl_->has_immediate_data();
+  conn_impl_->on_batch_end({&stream_impl::batch_ended, this});
   ring_ = memory_region(conn_, in_.ring_size(), access::local_write | access::remote_write, ec);
   if (!ec)
     send_buffer_ = memory_region(conn_, out_.send_buffer_size(),
@@ -162,6 +167,9 @@ void stream_impl::close() noexcept {
 }
 
 void stream_impl::fail(error_code ec, from origin) {
+  // Done before the failure: their results stand. Posted, as the batch whose end would
+  // run them may be cut short (closing stops the completion queue).
+  post_done();
   if (!read_end_)
     read_end_ = ec;
   if (!write_end_)
@@ -261,7 +269,7 @@ bool stream_impl::take_advertisement(const wire::advertisement& ad) {
 void stream_impl::read(const buffer_view<asio::mutable_buffer>& buffers,
                        pending_operation<void(error_code, std::size_t)>&& op) {
   // Only the first 16 buffers are read into (a read may always take fewer bytes).
-  if (read_op_)
+  if (read_op_ || read_done_)
     return op.complete(io_, from::user_call, asio::error::already_started, 0);
   if (buffers.count == 0)
     return op.complete(io_, from::user_call, error_code(), 0);
@@ -284,6 +292,8 @@ void stream_impl::complete_read(from origin) {
     return read_op_.complete(io_, origin, read_end_, 0);
   const std::size_t n = copy_out(read_buffers_.view());
   return_credit();
+  if (origin == from::user_call)
+    return complete_call(read_op_, read_done_, read_done_bytes_, n);
   read_op_.complete(io_, origin, error_code(), n);
 }
 
@@ -365,14 +375,14 @@ void stream_impl::write(const buffer_view<asio::const_buffer>& buffers,
     return op.complete(io_, from::user_call, asio::error::shut_down, 0);
   if (write_end_)
     return op.complete(io_, from::user_call, write_end_, 0);
-  if (write_op_)
+  if (write_op_ || write_done_)
     return op.complete(io_, from::user_call, asio::error::already_started, 0);
   if (buffers.total_size == 0 && !buffers.too_many)
     return op.complete(io_, from::user_call, error_code(), 0);
   if (out_.room() > 0) {
     const std::size_t n = copy_in(buffers);
     flush();
-    return op.complete(io_, from::user_call, error_code(), n);
+    return complete_call(op, write_done_, write_done_bytes_, n);
   }
   write_op_ = std::move(op);
   write_buffers_.assign(buffers);
@@ -381,7 +391,7 @@ void stream_impl::write(const buffer_view<asio::const_buffer>& buffers,
 }
 
 std::size_t stream_impl::write_now(const buffer_view<asio::const_buffer>& buffers) {
-  if (end_wanted_ || end_posted_ || write_end_ || write_op_ || out_.room() == 0)
+  if (end_wanted_ || end_posted_ || write_end_ || write_op_ || write_done_ || out_.room() == 0)
     return 0;
   const std::size_t n = copy_in(buffers);
   flush();
@@ -394,6 +404,46 @@ void stream_impl::wake_writer() {
   const std::size_t n = copy_in(write_buffers_.view());
   flush();
   write_op_.complete(io_, from::completion_path, error_code(), n);
+}
+
+void stream_impl::complete_call(size_op& op, size_op& done, std::size_t& done_bytes,
+                                std::size_t n) {
+  // Not once the stream has ended (its connection may be closing, and its batch cut
+  // short), nor with the slot taken (a second operation the user started too early).
+  if (done || read_end_ || write_end_ ||
+      !(running_done_ || conn_impl_->completes_at_batch_end()))
+    return op.complete(io_, from::user_call, error_code(), n);
+  op.ignore_cancel(); // done: nothing left to withdraw
+  done = std::move(op);
+  done_bytes = n;
+}
+
+void stream_impl::batch_ended(void* context) {
+  auto* self = static_cast<stream_impl*>(context);
+  if (!self->read_done_ && !self->write_done_)
+    return;
+  // The handlers may release the stream (held until the loop ends) and start reads and
+  // writes that complete at once: those are done too and run in turn, until none is
+  // (each takes bytes: from the ring, or the send buffer's room, so the loop ends).
+  const std::shared_ptr<stream_impl> keep = self->shared_from_this();
+  struct running {
+    bool& flag;
+    explicit running(bool& f) : flag(f) { flag = true; }
+    ~running() { flag = false; }
+  } guard(self->running_done_);
+  while (self->read_done_ || self->write_done_) {
+    const bool write = static_cast<bool>(self->write_done_);
+    size_op op = std::move(write ? self->write_done_ : self->read_done_);
+    op.complete(self->io_, from::completion_path, error_code(),
+                write ? self->write_done_bytes_ : self->read_done_bytes_);
+  }
+}
+
+void stream_impl::post_done() {
+  if (write_done_)
+    std::exchange(write_done_, {}).complete(io_, from::user_call, error_code(), write_done_bytes_);
+  if (read_done_)
+    std::exchange(read_done_, {}).complete(io_, from::user_call, error_code(), read_done_bytes_);
 }
 
 std::size_t stream_impl::copy_in(const buffer_view<asio::const_buffer>& buffers) noexcept {

@@ -20,6 +20,7 @@ namespace asio_rdma::detail {
 class stream_impl : public std::enable_shared_from_this<stream_impl> {
 public:
   stream_impl(connection&& established, const stream_options& options);
+  ~stream_impl();
 
   /// Registers the ring and the send buffer, sends the advertisement and starts
   /// receiving the peer's messages. Once, right after construction.
@@ -105,6 +106,19 @@ private:
   /// complete with `ec`, later ones too once the bytes already here are read.
   void fail(error_code ec, from origin);
 
+  // Completing a read or write inside the call that started it.
+  using size_op = pending_operation<void(error_code, std::size_t)>;
+  /// Completes `op`, which took `n` bytes inside the user's call that started it: posted,
+  /// or, when a handler of the connection's own completion batch made the call (a
+  /// ping-pong's next write, started by the read that got the reply), or a handler run
+  /// at its end, kept in `done` until that batch's end (batch_ended), with no task of
+  /// its own. A busy-polling queue then does not yield its turn (a reactor pass) for it.
+  void complete_call(size_op& op, size_op& done, std::size_t& done_bytes, std::size_t n);
+  /// The connection's batch end (connection_impl::on_batch_end): runs the done handlers.
+  static void batch_ended(void* self);
+  /// Posts the handlers of the reads and writes done (the stream failed meanwhile).
+  void post_done();
+
   connection conn_;
   connection_impl* conn_impl_;
   boost::asio::any_io_executor io_;
@@ -139,6 +153,13 @@ private:
   // The pending read.
   pending_operation<void(error_code, std::size_t)> read_op_;
   buffer_array<boost::asio::mutable_buffer> read_buffers_;
+
+  // A read and a write that completed inside the connection's completion batch, with
+  // their byte counts, until its end (complete_call). Their handlers have not run: for
+  // the user they are still in flight.
+  size_op read_done_, write_done_;
+  std::size_t read_done_bytes_ = 0, write_done_bytes_ = 0;
+  bool running_done_ = false; // batch_ended runs their handlers
 
   // The pending write (waiting for room) and the RDMA writes in flight.
   pending_operation<void(error_code, std::size_t)> write_op_;

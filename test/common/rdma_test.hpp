@@ -116,6 +116,25 @@ void run(asio::io_context& io, Body body, std::chrono::seconds limit = std::chro
   io.run_for(std::chrono::milliseconds(50));
 }
 
+/// Marks the measured part of a body run by count_handlers().
+struct handler_meter {
+  const std::size_t* handlers; // run so far
+  std::size_t at_start = 0, counted = 0;
+  void start() { at_start = *handlers; }
+  void stop() { counted = *handlers - at_start; }
+};
+
+/// Runs `body(meter)` (a coroutine, through run()) and returns how many handlers the
+/// io_context ran between its meter.start() and meter.stop(): what a part of it costs in
+/// wake-ups and posted tasks.
+template <typename Body> std::size_t count_handlers(asio::io_context& io, Body body) {
+  std::size_t handlers = 0;
+  handler_meter meter{&handlers};
+  run(io, [&]() -> asio::awaitable<void> { co_await body(meter); }, std::chrono::seconds(120),
+      &handlers);
+  return meter.counted;
+}
+
 /// Completion handler for co_spawn'ed helpers: an exception fails the test
 /// instead of vanishing (as it would with asio::detached).
 inline void report_failure(std::exception_ptr e) {

@@ -19,6 +19,8 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/read.hpp>  // detail::read_op (moves_without_throwing)
+#include <boost/asio/write.hpp> // detail::write_op
 
 #include <cstddef>
 #include <new>
@@ -47,6 +49,22 @@ struct moves_without_throwing<boost::asio::cancellation_slot_binder<T, Slot>>
     : std::bool_constant<moves_without_throwing<T>::value &&
                          std::is_nothrow_move_constructible_v<Slot>> {};
 
+// asio::async_read's and async_write's composed operations (a stream's reads and writes
+// from a coroutine) move a reference to the stream, their buffers, their completion
+// condition and the handler, but do not declare it noexcept either: looked through too.
+template <typename Buffers, typename Condition, typename Handler>
+inline constexpr bool composed_moves_without_throwing =
+    moves_without_throwing<Handler>::value && std::is_nothrow_move_constructible_v<Buffers> &&
+    std::is_nothrow_move_constructible_v<Condition>;
+
+template <typename Stream, typename Buffers, typename Iterator, typename Condition, typename Handler>
+struct moves_without_throwing<boost::asio::detail::read_op<Stream, Buffers, Iterator, Condition, Handler>>
+    : std::bool_constant<composed_moves_without_throwing<Buffers, Condition, Handler>> {};
+
+template <typename Stream, typename Buffers, typename Iterator, typename Condition, typename Handler>
+struct moves_without_throwing<boost::asio::detail::write_op<Stream, Buffers, Iterator, Condition, Handler>>
+    : std::bool_constant<composed_moves_without_throwing<Buffers, Condition, Handler>> {};
+
 template <typename Signature> class inline_handler;
 
 template <typename... Args> class inline_handler<void(Args...)> {
@@ -54,8 +72,11 @@ public:
   using any_handler = boost::asio::any_completion_handler<void(Args...)>;
 
   /// The bytes a handler may take to be kept in place (a coroutine's handler takes 8, a
-  /// handler bound to an allocator and a cancellation slot about 24).
-  static constexpr std::size_t capacity = 32;
+  /// handler bound to an allocator and a cancellation slot about 24; asio::async_read's
+  /// or async_write's operation around a coroutine, as a stream's reads and writes get
+  /// it, 56: the stream, the buffer and the bytes so far, its cancellation state and the
+  /// handler).
+  static constexpr std::size_t capacity = 64;
 
   /// True if a Handler is kept in place; any other is kept as an any_completion_handler.
   template <typename Handler>

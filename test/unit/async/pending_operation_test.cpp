@@ -12,10 +12,15 @@
 #include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <array>
@@ -220,6 +225,60 @@ BOOST_AUTO_TEST_CASE(a_coroutines_handler_and_bound_handlers_are_kept_in_place) 
       signal.slot(), asio::bind_allocator(counting_allocator(nullptr), lambda)));
   static_assert(kept::kept_in_place<bound>);
   static_assert(!kept::kept_in_place<throwing_move_handler>);
+}
+
+namespace {
+/// An AsyncReadStream and AsyncWriteStream whose operations only say whether their
+/// handler (asio::async_read's or async_write's operation, for a composed call) would
+/// be kept in place.
+struct handler_probe_stream {
+  using executor_type = asio::any_io_executor;
+  executor_type ex;
+  bool* kept_in_place;
+  executor_type get_executor() const { return ex; }
+  template <typename Buffers, typename Token> auto async_read_some(const Buffers&, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, std::size_t)>(probe{kept_in_place}, token);
+  }
+  template <typename Buffers, typename Token> auto async_write_some(const Buffers&, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, std::size_t)>(probe{kept_in_place}, token);
+  }
+  struct probe {
+    bool* kept_in_place;
+    template <typename Handler> void operator()(Handler&&) const {
+      *kept_in_place = kept::kept_in_place<std::decay_t<Handler>>;
+    }
+  };
+};
+} // namespace
+
+// A stream's reads and writes through asio::async_read / async_write from a coroutine
+// (stream.hpp): the composed operation holds the stream, the buffer, the bytes so far, its
+// cancellation state and the coroutine's handler (56 bytes), and is kept in place too,
+// taking no block from Asio's recycling cache per operation.
+BOOST_AUTO_TEST_CASE(asio_async_read_and_async_write_around_a_coroutine_are_kept_in_place) {
+  asio::io_context io;
+  bool read_kept = false, write_kept = false;
+  handler_probe_stream reader{io.get_executor(), &read_kept};
+  handler_probe_stream writer{io.get_executor(), &write_kept};
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        std::array<char, 8> buffer{};
+        // Each operation never completes: the probe only looks at its handler, and the
+        // coroutine is destroyed with the io_context. Two coroutines, one per operation.
+        co_await asio::async_read(reader, asio::buffer(buffer), asio::as_tuple(asio::use_awaitable));
+      },
+      asio::detached);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        std::array<char, 8> buffer{};
+        co_await asio::async_write(writer, asio::buffer(buffer), asio::use_awaitable);
+      },
+      asio::detached);
+  io.run();
+  BOOST_TEST(read_kept);
+  BOOST_TEST(write_kept);
 }
 
 BOOST_AUTO_TEST_CASE(a_small_handler_takes_no_memory_from_its_allocator) {
