@@ -87,9 +87,10 @@ wait_for_packets() { # count seconds [start]: until this host's device sent coun
 }
 
 echo "=== 1. link cut while round 1 measures"
-# A crossing pair runs at a tenth to a third of a pair inside one guest (rxe
-# loops those back) and its latency is 30-100 times higher: thresholds that
-# flag neither, only what the cut does to a pair (stalled or failed).
+# A crossing pair runs at a fifth to a third of a pair inside one guest (rxe
+# loops those back) and its latency is 3-12 times higher (the wire is a relay
+# on the host): thresholds that flag neither, only what the cut does to a pair
+# (stalled or failed).
 # A 10 s window: the cut is asked for once step 1's data flows, and takes
 # effect seconds later (a request to the host from a busy TCG guest: about
 # 2 s in a fresh-clone rehearsal, and the poll that sees the data flow lags

@@ -42,7 +42,7 @@ one guest of a pair (test/vm/two_hosts drives these; see test/vm/README.md):
   --addr IP        the guest's address on eth0 (default 192.0.2.1)
   --peer-addr IP   exported as ASIO_RDMA_PEER_ADDR
   --mac MAC        the NIC's MAC address
-  --monitor PATH   the qemu monitor on a unix socket (set_link n0 off|on)
+  --monitor PATH   the qemu monitor on a unix socket
   --control PATH   a virtio serial port named "ctl" on a unix socket, so a
                    command in the guest can ask the host to act mid-run
   --qemu-pid PATH  write qemu's pid here (to kill the guest as a host dies)
