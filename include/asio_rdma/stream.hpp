@@ -195,8 +195,9 @@ public:
   const connection& underlying_connection() const noexcept;
   /// The connection underneath, to post one-sided operations on (RDMA read and write of
   /// registered memory, atomics: they share its send queue with the stream's writes and
-  /// never touch its messages). Do not send, receive or disconnect on it: the stream owns
-  /// its messages. On a stream that is not open: a connection that is not open.
+  /// never touch its messages). Do not send, receive or disconnect on it, and do not move
+  /// from it or assign to it: the stream owns its messages and the connection. On a stream
+  /// that is not open: a connection that is not open.
   connection& underlying_connection() noexcept;
 
   /// True until close(), or until the connection ended (disconnect, fatal error).

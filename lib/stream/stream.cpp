@@ -126,7 +126,11 @@ stream_impl::stream_impl(connection&& established, const stream_options& options
 }
 
 stream_impl::~stream_impl() {
-  conn_impl_->on_batch_end({});
+  // conn_impl_ is the connection this stream opened on; a caller that moved the
+  // connection out of underlying_connection() (which it documents not to do) left
+  // conn_ empty, and that connection's listener is then no longer ours to clear.
+  if (internal_access::impl(conn_) == conn_impl_)
+    conn_impl_->on_batch_end({});
 }
 
 void stream_impl::open(error_code& ec) {
