@@ -21,6 +21,9 @@ struct internal_access {
     return connection_request(std::move(request), std::move(ex));
   }
   static connection_impl* impl(const connection& c) noexcept { return c.impl_.get(); }
+  static const std::shared_ptr<connection_impl>& shared_impl(const connection& c) noexcept {
+    return c.impl_;
+  }
   static const std::shared_ptr<shared_queues_impl>& impl(const shared_queues& q) noexcept {
     return q.impl_;
   }

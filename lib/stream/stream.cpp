@@ -118,7 +118,7 @@ size_operation stream_impl::completion(handler_memory& memory, sent_action then,
 // ---------------------------------------------------------------- opening and closing
 
 stream_impl::stream_impl(connection&& established, const stream_options& options)
-    : conn_(std::move(established)), conn_impl_(internal_access::impl(conn_)),
+    : conn_(std::move(established)), conn_impl_(internal_access::shared_impl(conn_)),
       io_(conn_.get_executor()), in_(options.ring_size), out_(options.send_buffer_size),
       post_size_(std::clamp<std::size_t>(options.send_buffer_size / max_posts, 4096, 64 * 1024)) {
   share_ = options.transfer == stream_transfer::shared ||
@@ -126,11 +126,9 @@ stream_impl::stream_impl(connection&& established, const stream_options& options
 }
 
 stream_impl::~stream_impl() {
-  // conn_impl_ is the connection this stream opened on; a caller that moved the
-  // connection out of underlying_connection() (which it documents not to do) left
-  // conn_ empty, and that connection's listener is then no longer ours to clear.
-  if (internal_access::impl(conn_) == conn_impl_)
-    conn_impl_->on_batch_end({});
+  // conn_impl_ is the connection this stream opened on, kept alive by it even if a caller
+  // moved the connection out of underlying_connection() (which it documents not to do).
+  conn_impl_->on_batch_end({});
 }
 
 void stream_impl::open(error_code& ec) {
@@ -161,7 +159,7 @@ void stream_impl::open(error_code& ec) {
 
 void stream_impl::send_advertisement() {
   single_buffer<asio::const_buffer> body{asio::buffer(advertisement_body_)};
-  start_send(conn_impl_, body.view(), std::nullopt,
+  start_send(conn_impl_.get(), body.view(), std::nullopt,
              completion(advertisement_memory_, &stream_impl::write_posted));
 }
 
@@ -194,7 +192,7 @@ void stream_impl::arm_receive(std::shared_ptr<stream_impl> self) {
   single_buffer<asio::mutable_buffer> control{asio::buffer(control_)};
   // The handler runs on the stream's executor: the connection calls it directly.
   start_receive(
-      conn_impl_, control.view(),
+      conn_impl_.get(), control.view(),
       pending_operation<void(error_code, received_message)>(received(std::move(self)), io_));
 }
 
@@ -347,7 +345,7 @@ void stream_impl::post_pull(std::size_t n) {
   // At most max_pulls are in flight and they land in order: a block per pull (and one
   // for its `pulled`) in turn is free again when its turn comes.
   const std::size_t turn = pulls_started_++ % max_posts;
-  start_work(conn_impl_, request,
+  start_work(conn_impl_.get(), request,
              completion(pull_memory_[2 * turn], &stream_impl::pull_landed, length));
 }
 
@@ -516,11 +514,12 @@ void stream_impl::post_data(const stream_writer_window::post& p, bool pull) {
   // from the heap, correct and only slower).
   if (immediate_) {
     request.immediate = wire::word(wire::kind::data, length);
-    return start_work(conn_impl_, request,
+    return start_work(conn_impl_.get(), request,
                       completion(post_memory_[2 * turn], &stream_impl::data_posted, length));
   }
   // iWARP: a send after the write tells the peer (RC places the write's bytes first).
-  start_work(conn_impl_, request, completion(post_memory_[2 * turn], &stream_impl::write_posted));
+  start_work(conn_impl_.get(), request,
+             completion(post_memory_[2 * turn], &stream_impl::write_posted));
   send_word(wire::word(wire::kind::data, length), data_bodies_[turn], post_memory_[2 * turn + 1],
             &stream_impl::data_posted, length);
 }
@@ -541,11 +540,11 @@ void stream_impl::write_posted(error_code ec, std::uint32_t) {
 void stream_impl::send_word(std::uint32_t word, std::array<std::byte, wire::word_size>& body,
                             handler_memory& memory, sent_action then, std::uint32_t length) {
   if (immediate_)
-    return start_send(conn_impl_, buffer_view<asio::const_buffer>{}, word,
+    return start_send(conn_impl_.get(), buffer_view<asio::const_buffer>{}, word,
                       completion(memory, then, length));
   body = wire::encode_word(word);
   single_buffer<asio::const_buffer> view{asio::buffer(body)};
-  start_send(conn_impl_, view.view(), std::nullopt, completion(memory, then, length));
+  start_send(conn_impl_.get(), view.view(), std::nullopt, completion(memory, then, length));
 }
 
 // ---------------------------------------------------------------- shutdown

@@ -120,7 +120,9 @@ private:
   void post_done();
 
   connection conn_;
-  connection_impl* conn_impl_;
+  /// conn_'s implementation, held here too: the batch-end listener the destructor removes
+  /// is on it even if conn_ was moved from (underlying_connection() says not to).
+  std::shared_ptr<connection_impl> conn_impl_;
   boost::asio::any_io_executor io_;
   /// The device carries immediate data (not iWARP): notifications ride in it.
   bool immediate_ = false;

@@ -670,3 +670,39 @@ BOOST_AUTO_TEST_CASE(a_read_or_write_done_in_a_batch_survives_a_close_in_the_sam
     BOOST_TEST(std::string(second.data(), 4) == "1234");
   });
 }
+
+// underlying_connection() says not to move from it; a caller who does anyway gets
+// failures, never a crash. The stream, dropped with a read pending, completes that read;
+// the connection moved out of it lives on and still completes its own operations (its
+// completion batches must no longer call into the stream: the stream removed its
+// batch-end listener from that connection, which it still held; AddressSanitizer in the
+// sanitizer stage would report a use after free), and the peer sees the end once that
+// connection is closed too.
+BOOST_AUTO_TEST_CASE(a_stream_whose_connection_was_moved_out_fails_cleanly) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto s = co_await make_streams(ar::connection_options());
+    auto client = std::make_unique<ar::stream>(std::move(s.client));
+    std::array<char, 8> buffer{};
+    bool read_ended = false;
+    error_code read_ec;
+    client->async_read_some(asio::buffer(buffer), [&](error_code ec, std::size_t) {
+      read_ec = ec;
+      read_ended = true;
+    });
+    ar::connection taken = std::move(client->underlying_connection());
+    client.reset();
+    co_await wait_until(read_ended);
+    BOOST_TEST(!!read_ec, "the read ended with " << read_ec.message());
+    for (int i = 0; i < 3; ++i) { // each completes: a batch on the connection, no stream
+      auto [ec, n] = co_await taken.async_send(asio::buffer("late", 4),
+                                               asio::as_tuple(use_awaitable));
+      if (ec)
+        break; // the peer's stream may refuse a message that is not its protocol
+    }
+    taken.close();
+    auto [ec, n] = co_await s.server.async_read_some(asio::buffer(buffer),
+                                                     asio::as_tuple(use_awaitable));
+    BOOST_TEST(!!ec, "the peer's read ended with " << ec.message());
+  });
+}
