@@ -171,7 +171,7 @@ void stream_impl::close() noexcept {
 void stream_impl::fail(error_code ec, from origin) {
   // Done before the failure: their results stand. Posted, as the batch whose end would
   // run them may be cut short (closing stops the completion queue).
-  post_done();
+  complete_done(from::user_call);
   if (!read_end_)
     read_end_ = ec;
   if (!write_end_)
@@ -433,19 +433,17 @@ void stream_impl::batch_ended(void* context) {
     explicit running(bool& f) : flag(f) { flag = true; }
     ~running() { flag = false; }
   } guard(self->running_done_);
-  while (self->read_done_ || self->write_done_) {
-    const bool write = static_cast<bool>(self->write_done_);
-    size_op op = std::move(write ? self->write_done_ : self->read_done_);
-    op.complete(self->io_, from::completion_path, error_code(),
-                write ? self->write_done_bytes_ : self->read_done_bytes_);
-  }
+  self->complete_done(from::completion_path);
 }
 
-void stream_impl::post_done() {
-  if (write_done_)
-    std::exchange(write_done_, {}).complete(io_, from::user_call, error_code(), write_done_bytes_);
-  if (read_done_)
-    std::exchange(read_done_, {}).complete(io_, from::user_call, error_code(), read_done_bytes_);
+void stream_impl::complete_done(from origin) {
+  for (;;) { // a write before a read
+    const bool write = static_cast<bool>(write_done_);
+    if (!write && !read_done_)
+      return;
+    size_op op = std::move(write ? write_done_ : read_done_);
+    op.complete(io_, origin, error_code(), write ? write_done_bytes_ : read_done_bytes_);
+  }
 }
 
 std::size_t stream_impl::copy_in(const buffer_view<asio::const_buffer>& buffers) noexcept {

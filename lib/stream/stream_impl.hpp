@@ -116,8 +116,10 @@ private:
   void complete_call(size_op& op, size_op& done, std::size_t& done_bytes, std::size_t n);
   /// The connection's batch end (connection_impl::on_batch_end): runs the done handlers.
   static void batch_ended(void* self);
-  /// Posts the handlers of the reads and writes done (the stream failed meanwhile).
-  void post_done();
+  /// Completes the reads and writes done, taking each from its slot: run now from the
+  /// batch's end (from::completion_path; a handler may leave another done), or posted
+  /// (from::user_call: the stream failed meanwhile).
+  void complete_done(from origin);
 
   connection conn_;
   /// conn_'s implementation, held here too: the batch-end listener the destructor removes
