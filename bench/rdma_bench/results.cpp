@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -17,6 +18,13 @@ double result::quantile(double q) const {
   auto index = static_cast<std::size_t>(std::ceil(q * latencies_us.size()));
   index = std::clamp<std::size_t>(index, 1, latencies_us.size()) - 1;
   return latencies_us[index];
+}
+
+double result::mean() const {
+  if (latencies_us.empty())
+    return 0;
+  return std::accumulate(latencies_us.begin(), latencies_us.end(), 0.0) /
+         double(latencies_us.size());
 }
 
 void result::finish() {
@@ -90,6 +98,7 @@ void write_json(const std::string& path, const settings& s, const std::string& d
     if (s.mode == test_mode::latency) {
       row["lat_min_us"] = r.quantile(0);
       row["lat_p50_us"] = r.quantile(0.5);
+      row["lat_mean_us"] = r.mean();
       row["lat_p99_us"] = r.quantile(0.99);
       row["lat_p999_us"] = r.quantile(0.999);
       row["lat_max_us"] = r.quantile(1);

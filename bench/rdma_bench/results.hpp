@@ -25,6 +25,9 @@ struct result {
   double mmsgs() const { return seconds > 0 ? iterations / seconds / 1e6 : 0; }
   /// The q-quantile (0..1) of latencies_us (sorted by finish()).
   double quantile(double q) const;
+  /// The mean of latencies_us: what rstream reports (usec/xfer), for a comparison
+  /// with it as it measures.
+  double mean() const;
   void finish(); // sorts the latencies
 };
 

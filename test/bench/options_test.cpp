@@ -193,4 +193,9 @@ BOOST_AUTO_TEST_CASE(json_results_are_valid_json_with_names_quoted) {
   BOOST_TEST(doc["results"].size() == 1u);
   BOOST_TEST(doc["results"][0]["iterations"] == 1000);
   BOOST_TEST(doc["results"][0]["lat_max_us"] == 3.0);
+  BOOST_TEST(doc["results"][0]["lat_p50_us"] == 2.0);
+  r.latencies_us = {1.0, 1.0, 7.0}; // a tail moves the mean, not the median
+  r.finish();
+  BOOST_TEST(r.mean() == 3.0);
+  BOOST_TEST(r.quantile(0.5) == 1.0);
 }
