@@ -20,8 +20,9 @@ struct internal_access {
                                            boost::asio::any_io_executor ex) noexcept {
     return connection_request(std::move(request), std::move(ex));
   }
-  static connection_impl* impl(const connection& c) noexcept { return c.impl_.get(); }
-  static const std::shared_ptr<connection_impl>& shared_impl(const connection& c) noexcept {
+  /// The implementation (null for a connection that is not open), shared: a layer above
+  /// may hold it beyond the public object (the stream does).
+  static const std::shared_ptr<connection_impl>& impl(const connection& c) noexcept {
     return c.impl_;
   }
   static const std::shared_ptr<shared_queues_impl>& impl(const shared_queues& q) noexcept {

@@ -58,7 +58,7 @@ namespace {
 // constructors go on only while it is clear.
 std::shared_ptr<void> pd_of(const connection& conn, ibv_pd*& pd, error_code& ec) {
   ec.clear();
-  auto* impl = detail::internal_access::impl(conn);
+  const auto& impl = detail::internal_access::impl(conn);
   pd = impl ? impl->pd() : nullptr;
   if (!pd) {
     ec = boost::asio::error::not_connected;

@@ -118,7 +118,7 @@ size_operation stream_impl::completion(handler_memory& memory, sent_action then,
 // ---------------------------------------------------------------- opening and closing
 
 stream_impl::stream_impl(connection&& established, const stream_options& options)
-    : conn_(std::move(established)), conn_impl_(internal_access::shared_impl(conn_)),
+    : conn_(std::move(established)), conn_impl_(internal_access::impl(conn_)),
       io_(conn_.get_executor()), in_(options.ring_size), out_(options.send_buffer_size),
       post_size_(std::clamp<std::size_t>(options.send_buffer_size / max_posts, 4096, 64 * 1024)) {
   share_ = options.transfer == stream_transfer::shared ||
