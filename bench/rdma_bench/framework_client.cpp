@@ -258,6 +258,8 @@ asio_rdma::connection_options options_for(const settings& s, std::size_t size) {
                       : s.completion == completion_mode::adaptive
                           ? asio_rdma::completion_mode::adaptive
                           : asio_rdma::completion_mode::event;
+  if (s.adaptive_spin_us != 0)
+    o.adaptive_spin = std::chrono::microseconds(s.adaptive_spin_us);
   auto encoded = encode(parameters_for(s, size));
   o.private_data.assign(encoded.begin(), encoded.end());
   return o;

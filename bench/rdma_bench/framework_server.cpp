@@ -128,7 +128,9 @@ asio_rdma::connection_options options_for(const test_parameters& t) {
   // polling here took a CPU from the device's kernel work (siw0 in the test VM: 64 KiB
   // writes at about 0.8x of the rate with this end asleep).
   const bool passive = t.mode == test_mode::bandwidth && !receives;
-  o.completion_mode = passive ? asio_rdma::completion_mode::event : completion_of(t);
+  apply_completion(t, o);
+  if (passive)
+    o.completion_mode = asio_rdma::completion_mode::event;
   return o;
 }
 

@@ -118,6 +118,7 @@ inline test_parameters parameters_for(const settings& s, std::size_t size) {
   t.depth = static_cast<std::uint16_t>(s.depth);
   t.size = static_cast<std::uint32_t>(size);
   t.inline_size = s.inline_size;
+  t.adaptive_spin_us = s.adaptive_spin_us;
   return t;
 }
 

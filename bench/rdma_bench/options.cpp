@@ -1,6 +1,7 @@
 #include "options.hpp"
 
 #include "cli.hpp"
+#include "wire.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -236,6 +237,11 @@ void describe(CLI::App& app, settings& s) {
                    "after the run, print each connection's statistics (ibv_post_send calls, "
                    "work requests, signalled, inline) to stderr");
   add_number(*client, "--inline", s.inline_size, 0, 1024, "inline threshold (default 64)", true);
+  add_number(*client, "--adaptive-spin", s.adaptive_spin_us, 1,
+             test_parameters::max_adaptive_spin_us,
+             "--completion adaptive: how long both ends keep polling after a completion "
+             "before they wait for an event, in µs (connection_options::adaptive_spin; "
+             "default the library's, 200)", true);
   client->add_option("--json", s.json_path, "also write the results and parameters as JSON")
       ->type_name("FILE");
 
@@ -283,6 +289,10 @@ std::string check(const settings& s) {
     return "--shared-queues applies to connections, not ud_send";
   if (s.raw_verbs && s.completion == completion_mode::adaptive)
     return "--raw-verbs supports --completion busy or event";
+  if (s.adaptive_spin_us != 0 && s.completion != completion_mode::adaptive)
+    return "--adaptive-spin applies to --completion adaptive";
+  if (s.adaptive_spin_us != 0 && s.op == operation::ud_send)
+    return "--adaptive-spin applies to connections, streams and rpc, not ud_send";
   if (s.op == operation::ud_send && s.raw_verbs)
     return "--raw-verbs does not run ud_send (datagrams run on asio_rdma only)";
   if (s.op == operation::ud_send && s.connections != 1)

@@ -70,6 +70,9 @@ struct settings {
   /// (connection_options::send_completion; default: when posted).
   bool acknowledged_sends = false;
   completion_mode completion = completion_mode::event; // raw verbs: busy unless given
+  /// --completion adaptive: how long to keep polling after a completion, in µs, at both
+  /// ends (connection_options::adaptive_spin); 0: the library's default.
+  std::uint32_t adaptive_spin_us = 0;
   bool completion_given = false;
   bool bidirectional = false;
   /// --op rpc: the echo through bulk handles (the client exposes its reply buffer, the

@@ -35,7 +35,7 @@ asio_rdma::connection_options options_for(const test_parameters& t) {
   auto o = asio_rdma::stream_connection_options();
   o.max_inline_data = t.inline_size;
   o.timeout = std::chrono::seconds(30);
-  o.completion_mode = completion_of(t);
+  apply_completion(t, o);
   return o;
 }
 

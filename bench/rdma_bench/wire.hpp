@@ -14,7 +14,8 @@
 //   6  u16         depth (operations in flight)
 //   8  u32         message size
 //  12  u32         inline threshold
-//  16  u32         reserved (0)
+//  16  u32         adaptive completion's spin in µs (--adaptive-spin; 0: the library's
+//                  default; was reserved, 0, so older clients ask for the default)
 // Raw-verbs clients append their buffer (address u64, rkey u32, length u64)
 // at offset 20, 20 bytes, for write latency.
 #pragma once
@@ -22,8 +23,10 @@
 #include "options.hpp"
 
 #include <asio_rdma/completion_mode.hpp>
+#include <asio_rdma/connection_options.hpp>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -35,6 +38,9 @@ namespace rdma_bench {
 struct test_parameters {
   static constexpr std::uint8_t current_version = 2;
   static constexpr std::size_t encoded_size = 20;
+  /// The longest adaptive spin a server accepts (as --adaptive-spin): a client cannot
+  /// keep its CPU busy for longer after each completion.
+  static constexpr std::uint32_t max_adaptive_spin_us = 1000000;
 
   operation op = operation::send;
   test_mode mode = test_mode::bandwidth;
@@ -46,6 +52,7 @@ struct test_parameters {
   std::uint16_t depth = 1;
   std::uint32_t size = 0;
   std::uint32_t inline_size = 0;
+  std::uint32_t adaptive_spin_us = 0; // adaptive completion's spin; 0: the library's default
 };
 
 /// How the server's end of a test completes: the way the client asked (a latency test
@@ -54,6 +61,14 @@ inline asio_rdma::completion_mode completion_of(const test_parameters& t) {
   return t.event_completion      ? asio_rdma::completion_mode::event
          : t.adaptive_completion ? asio_rdma::completion_mode::adaptive
                                  : asio_rdma::completion_mode::busy_poll;
+}
+
+/// The completion mode and, for adaptive completion, its spin, as the client asked (both
+/// ends of a test wait alike).
+inline void apply_completion(const test_parameters& t, asio_rdma::connection_options& o) {
+  o.completion_mode = completion_of(t);
+  if (t.adaptive_spin_us != 0)
+    o.adaptive_spin = std::chrono::microseconds(t.adaptive_spin_us);
 }
 
 /// A peer's memory, as raw verbs see it.
@@ -103,6 +118,7 @@ inline std::array<std::byte, test_parameters::encoded_size> encode(const test_pa
   wire::put(&out[6], t.depth, 2);
   wire::put(&out[8], t.size, 4);
   wire::put(&out[12], t.inline_size, 4);
+  wire::put(&out[16], t.adaptive_spin_us, 4);
   return out;
 }
 
@@ -139,8 +155,13 @@ inline std::optional<test_parameters> decode(std::span<const std::byte> in, std:
   t.depth = static_cast<std::uint16_t>(wire::get(&in[6], 2));
   t.size = static_cast<std::uint32_t>(wire::get(&in[8], 4));
   t.inline_size = static_cast<std::uint32_t>(wire::get(&in[12], 4));
+  t.adaptive_spin_us = static_cast<std::uint32_t>(wire::get(&in[16], 4));
   if (t.depth == 0 || t.size == 0 || t.size > (1u << 30)) {
     problem = "depth or size out of range";
+    return std::nullopt;
+  }
+  if (t.adaptive_spin_us > test_parameters::max_adaptive_spin_us) {
+    problem = "adaptive spin out of range (at most 1 s)";
     return std::nullopt;
   }
   return t;

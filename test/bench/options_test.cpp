@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "cli.hpp"
+#include "measurement.hpp"
 #include "options.hpp"
 #include "results.hpp"
 #include "wire.hpp"
@@ -134,6 +135,7 @@ BOOST_AUTO_TEST_CASE(parameters_round_trip_in_the_private_data) {
   t.depth = 300;
   t.size = 65536;
   t.inline_size = 128;
+  t.adaptive_spin_us = 10;
   auto bytes = encode(t);
   static_assert(bytes.size() <= 56, "connect private data holds 56 bytes");
   std::string problem;
@@ -148,6 +150,29 @@ BOOST_AUTO_TEST_CASE(parameters_round_trip_in_the_private_data) {
   BOOST_TEST(back->depth == 300);
   BOOST_TEST(back->size == 65536u);
   BOOST_TEST(back->inline_size == 128u);
+  BOOST_TEST(back->adaptive_spin_us == 10u);
+}
+
+BOOST_AUTO_TEST_CASE(adaptive_spin_reaches_both_ends_options) {
+  auto s = parse({"client", "h", "--op", "stream", "--completion", "adaptive", "--adaptive-spin",
+                  "10"});
+  BOOST_TEST(s.adaptive_spin_us == 10u);
+  const auto t = parameters_for(s, 64);
+  asio_rdma::connection_options o;
+  apply_completion(t, o);
+  BOOST_TEST((o.completion_mode == asio_rdma::completion_mode::adaptive));
+  BOOST_TEST(o.adaptive_spin.count() == 10);
+  // Not given: the library's default stays.
+  const asio_rdma::connection_options defaults;
+  asio_rdma::connection_options unset;
+  apply_completion(parameters_for(parse({"client", "h", "--completion", "adaptive"}), 64), unset);
+  BOOST_TEST(unset.adaptive_spin.count() == defaults.adaptive_spin.count());
+  BOOST_TEST(rejects({"client", "h", "--adaptive-spin", "10"}, "applies to --completion adaptive"));
+  BOOST_TEST(rejects({"client", "h", "--completion", "adaptive", "--adaptive-spin", "0"},
+                     "out of range"));
+  BOOST_TEST(rejects({"client", "h", "--op", "ud_send", "--completion", "adaptive",
+                      "--adaptive-spin", "10"},
+                     "not ud_send"));
 }
 
 BOOST_AUTO_TEST_CASE(bad_parameters_are_refused_with_a_reason) {

@@ -18,7 +18,8 @@ bool same(const rdma_bench::test_parameters& a, const rdma_bench::test_parameter
          a.event_completion == b.event_completion &&
          a.adaptive_completion == b.adaptive_completion && a.post_answers == b.post_answers &&
          a.acknowledged_sends == b.acknowledged_sends &&
-         a.depth == b.depth && a.size == b.size && a.inline_size == b.inline_size;
+         a.depth == b.depth && a.size == b.size && a.inline_size == b.inline_size &&
+         a.adaptive_spin_us == b.adaptive_spin_us;
 }
 
 } // namespace
@@ -34,12 +35,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto& t = *parameters;
     FUZZ_CHECK(size >= rdma_bench::test_parameters::encoded_size);
     FUZZ_CHECK(t.depth > 0 && t.size > 0 && t.size <= (1u << 30));
+    FUZZ_CHECK(t.adaptive_spin_us <= rdma_bench::test_parameters::max_adaptive_spin_us);
     const auto bytes = rdma_bench::encode(t);
-    // Bytes 0-15 carry everything but the unknown flag bits; 16-19 are reserved.
+    // Bytes 0-19 carry everything but the unknown flag bits.
     FUZZ_CHECK(std::memcmp(bytes.data(), data, 5) == 0);
     FUZZ_CHECK(std::to_integer<std::uint8_t>(bytes[5]) ==
                (data[5] & rdma_bench::wire::flag::known));
-    FUZZ_CHECK(std::memcmp(bytes.data() + 6, data + 6, 10) == 0);
+    FUZZ_CHECK(std::memcmp(bytes.data() + 6, data + 6, 14) == 0);
     std::string again;
     const auto back = rdma_bench::decode(bytes, again);
     FUZZ_CHECK(back && same(*back, t) && again.empty());
