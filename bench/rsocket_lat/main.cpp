@@ -69,36 +69,30 @@ sockaddr_in address_of(const std::string& addr, std::uint16_t port) {
   return sa;
 }
 
-bool would_block() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
-
-/// Sends or receives all of `n` bytes, spinning; false when the peer closed (receive).
-bool send_all(const socket_api& api, int fd, const char* p, std::size_t n) {
+/// Moves all of `n` bytes with `step` (a send or a receive, never waiting), spinning while
+/// it would block; false when the peer closed (a receive of 0).
+template <typename Step> bool move_all(Step step, char* p, std::size_t n, const char* what) {
   while (n > 0) {
-    const ssize_t r = api.send(fd, p, n, MSG_DONTWAIT);
+    const ssize_t r = step(p, n);
+    if (r == 0)
+      return false;
     if (r < 0) {
-      if (would_block())
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         continue;
-      fail("send");
+      fail(what);
     }
     p += r;
     n -= static_cast<std::size_t>(r);
   }
   return true;
 }
+bool send_all(const socket_api& api, int fd, char* p, std::size_t n) {
+  return move_all([&](char* at, std::size_t left) { return api.send(fd, at, left, MSG_DONTWAIT); },
+                  p, n, "send");
+}
 bool receive_all(const socket_api& api, int fd, char* p, std::size_t n) {
-  while (n > 0) {
-    const ssize_t r = api.recv(fd, p, n, MSG_DONTWAIT);
-    if (r == 0)
-      return false;
-    if (r < 0) {
-      if (would_block())
-        continue;
-      fail("recv");
-    }
-    p += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
+  return move_all([&](char* at, std::size_t left) { return api.recv(fd, at, left, MSG_DONTWAIT); },
+                  p, n, "recv");
 }
 
 /// rstream's options (set_options in rdma-core's librdmacm/examples/rstream.c): on the
