@@ -254,13 +254,9 @@ asio_rdma::connection_options options_for(const settings& s, std::size_t size) {
                                            : asio_rdma::send_completion::at_post;
   o.timeout = s.connect_timeout;
   o.keepalive_interval = s.keepalive_interval;
-  o.completion_mode = s.completion == completion_mode::busy ? asio_rdma::completion_mode::busy_poll
-                      : s.completion == completion_mode::adaptive
-                          ? asio_rdma::completion_mode::adaptive
-                          : asio_rdma::completion_mode::event;
-  if (s.adaptive_spin_us != 0)
-    o.adaptive_spin = std::chrono::microseconds(s.adaptive_spin_us);
-  auto encoded = encode(parameters_for(s, size));
+  const test_parameters t = parameters_for(s, size);
+  apply_completion(t, o); // as the server will
+  auto encoded = encode(t);
   o.private_data.assign(encoded.begin(), encoded.end());
   return o;
 }
