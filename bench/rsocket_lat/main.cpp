@@ -14,6 +14,8 @@
 // with MSG_DONTWAIT repeated until they move bytes (a busy loop, never waiting for an
 // event), TCP_NODELAY, 512 KiB socket buffers. The mean of its samples is then what
 // rstream -S SIZE -C 1 -I N reports as usec/xfer, measured alike.
+#include "results.hpp" // rdma_bench's latency result: the same quantiles and mean
+
 #include <CLI/CLI.hpp>
 
 #include <rdma/rsocket.h>
@@ -25,12 +27,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -146,8 +146,8 @@ void measure(const socket_api& api, const sockaddr_in& sa, std::size_t size,
     fail("connect");
   non_blocking(api, fd);
   std::vector<char> buffer(size, 'x');
-  std::vector<double> one_way_us;
-  one_way_us.reserve(iterations);
+  rdma_bench::result r;
+  r.latencies_us.reserve(iterations);
   using clock = std::chrono::steady_clock;
   for (std::size_t i = 0; i < warmup + iterations; ++i) {
     const auto start = clock::now();
@@ -156,17 +156,13 @@ void measure(const socket_api& api, const sockaddr_in& sa, std::size_t size,
       throw std::runtime_error("the server closed the connection");
     const auto end = clock::now();
     if (i >= warmup)
-      one_way_us.push_back(std::chrono::duration<double, std::micro>(end - start).count() / 2);
+      r.latencies_us.push_back(
+          std::chrono::duration<double, std::micro>(end - start).count() / 2);
   }
   api.close(fd);
-  const double mean =
-      std::accumulate(one_way_us.begin(), one_way_us.end(), 0.0) / double(one_way_us.size());
-  std::sort(one_way_us.begin(), one_way_us.end());
-  auto at = [&](double q) {
-    return one_way_us[std::min(one_way_us.size() - 1, std::size_t(q * double(one_way_us.size())))];
-  };
-  std::printf("p50_us %.3f mean_us %.3f p99_us %.3f iterations %zu\n", at(0.5), mean, at(0.99),
-              one_way_us.size());
+  r.finish();
+  std::printf("p50_us %.3f mean_us %.3f p99_us %.3f iterations %zu\n", r.quantile(0.5),
+              r.mean(), r.quantile(0.99), r.latencies_us.size());
 }
 
 } // namespace
