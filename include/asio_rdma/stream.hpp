@@ -195,7 +195,8 @@ public:
   const connection& underlying_connection() const noexcept;
   /// The connection underneath, to post one-sided operations on (RDMA read and write of
   /// registered memory, atomics: they share its send queue with the stream's writes and
-  /// never touch its messages). Do not send, receive or disconnect on it, and do not move
+  /// never touch its messages). Do not send, receive or disconnect on it (a receive
+  /// fails at once with invalid_argument: the stream takes every message), and do not move
   /// from it or assign to it: the stream owns its messages and the connection. On a stream
   /// that is not open: a connection that is not open.
   connection& underlying_connection() noexcept;

@@ -44,6 +44,21 @@ struct op_canceller {
   void operator()(asio::cancellation_type type);
 };
 
+/// A layer above that owns a connection's messages (a stream): told of each message as it
+/// arrives, in order, with no receive operation per message (connection_impl::listen).
+struct message_listener {
+  /// (context, ec, message, origin): a message, its body (if it has one) copied into
+  /// `into`; or ec set: errc::buffer_too_small for a body longer than `into` (dropped; the
+  /// listener stays), or the connection's end, what a receive would get (eof, or the
+  /// transport's error), after which the listener is removed.
+  void (*function)(void* context, error_code ec, const received_message& message,
+                   from origin) = nullptr;
+  void* context = nullptr;
+  std::span<std::byte> into;
+
+  explicit operator bool() const noexcept { return function != nullptr; }
+};
+
 class connection_impl final : public cm_event_target,
                               public std::enable_shared_from_this<connection_impl> {
 public:
@@ -130,6 +145,14 @@ public:
   /// stream's); an empty callback removes it. The listener must remove itself before it
   /// is destroyed.
   void on_batch_end(callback listener) noexcept { batch_end_listener_ = listener; }
+  /// Hands every message from now on (those already arrived first) to `listener` instead
+  /// of receive operations, which then fail (invalid_argument): one listener, set once,
+  /// counted as a pending operation while set. Messages are handed over from the
+  /// completion path (a batch of the completion queue, or a posted task), never inside a
+  /// user's call. An empty listener removes it; the listener must remove itself before
+  /// it is destroyed, and keep itself alive while its function runs if what it calls may
+  /// destroy it.
+  void listen(message_listener listener);
 
 private:
   using state = connection_state; // establishment.hpp
@@ -216,6 +239,10 @@ private:
   /// Completes receive `op` with `msg`, which is no longer queued, and frees its slot
   /// (unless `op` lends it).
   void hand_over(operation* op, const arrived_message& msg, from origin);
+  /// Hands `msg`, no longer queued, to the listener, and frees its slot.
+  void tell_listener(const arrived_message& msg, from origin);
+  /// The connection ended: the listener is removed and told, from the completion path.
+  void end_listener();
   void release_receive(std::uint32_t slot);
   error_code check_work(const work_request& request) const;
   void prepare_work(operation* op, const work_request& request);
@@ -345,6 +372,7 @@ private:
   bool post_scheduled_ = false;
   bool delivery_scheduled_ = false;
   callback batch_end_listener_; // on_batch_end
+  message_listener listener_;    // listen
   operation_count ops_;           // pending user operations
   bool channel_interest_ = false; // the waits held for them
   bool cq_interest_ = false;

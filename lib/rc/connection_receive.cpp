@@ -6,6 +6,11 @@
 #include "rc/shared_queues_impl.hpp"
 #include "verbs/verbs_error.hpp"
 
+#include <boost/assert.hpp>
+
+#include <cstring>
+#include <utility>
+
 namespace asio_rdma::detail {
 
 void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
@@ -25,7 +30,9 @@ void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
   op->lends = lends;
   if (lends)
     op->destination.total_size = SIZE_MAX; // every message fits (fits()): none is copied
-  if (op->destination.too_many)
+  // More buffers than a receive takes; or a stream owns this connection's messages
+  // (listen): a receive would wait for ever.
+  if (op->destination.too_many || listener_) [[unlikely]]
     return complete(op, asio::error::invalid_argument, 0, from::user_call);
   // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
   // The poll runs other operations' handlers, which may drop the last reference.
@@ -52,6 +59,26 @@ void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
     schedule_delivery();
 }
 
+void connection_impl::listen(message_listener listener) {
+  if (!listener) {
+    if (std::exchange(listener_, {}))
+      op_finished();
+    return;
+  }
+  BOOST_ASSERT(!listener_);
+  // As receive(): messages may wait in the CQ, which nobody polls while no operation is
+  // pending. What the poll finds queues (no listener yet), delivered by the task below.
+  std::shared_ptr<connection_impl> keep_alive;
+  if (arrived_.empty() && state_ == state::open && cq_ && !cq_->polling() && !ops_.any()) {
+    keep_alive = shared_from_this();
+    cq_->poll();
+  }
+  listener_ = listener;
+  op_started();
+  if (!arrived_.empty() || state_ != state::open)
+    schedule_delivery();
+}
+
 void connection_impl::delivery_task() {
   deliver_waiting(from::completion_path);
   post_queued(); // repost the buffers just emptied
@@ -70,9 +97,12 @@ void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc, from
     reporter_.arrived();
     const arrived_message msg = arrived_message::from(index, wc);
     operation* waiting = waiting_receives_.front();
-    // The common case (a receive waits, no earlier message is queued, it fits): hand the
-    // message over without queueing it. Otherwise it queues, in arrival order.
-    if (waiting && arrived_.empty() && fits(msg, waiting->destination)) {
+    // The common case (a receive waits, or a listener, no earlier message is queued, it
+    // fits): hand the message over without queueing it. Otherwise it queues, in arrival
+    // order. A listener is told only from the completion path (deliver_waiting).
+    if (listener_ && arrived_.empty() && origin == from::completion_path) {
+      tell_listener(msg, origin);
+    } else if (waiting && arrived_.empty() && fits(msg, waiting->destination)) {
       waiting_receives_.pop();
       hand_over(waiting, msg, origin);
     } else {
@@ -90,6 +120,15 @@ void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc, from
 }
 
 void connection_impl::deliver_waiting(from origin) {
+  if (listener_ && !arrived_.empty()) {
+    if (origin != from::completion_path)
+      return schedule_delivery(); // its task delivers them, and the end after them
+    while (listener_ && !arrived_.empty()) {
+      const arrived_message msg = arrived_.front();
+      arrived_.pop();
+      tell_listener(msg, origin);
+    }
+  }
   while (!waiting_receives_.empty() && !arrived_.empty())
     deliver(waiting_receives_.pop(), origin);
   if (state_ == state::closing || state_ == state::closed)
@@ -101,6 +140,35 @@ void connection_impl::fail_waiting_receives(from origin) {
     return; // messages still to deliver come first
   while (!waiting_receives_.empty())
     complete(waiting_receives_.pop(), ending_.for_receive(), 0, origin);
+  if (listener_) {
+    if (origin == from::completion_path)
+      end_listener();
+    else
+      schedule_delivery(); // its task ends the listener, outside the user's call
+  }
+}
+
+void connection_impl::end_listener() {
+  const message_listener told = std::exchange(listener_, {});
+  op_finished();
+  told.function(told.context, ending_.for_receive(), received_message{}, from::completion_path);
+}
+
+void connection_impl::tell_listener(const arrived_message& msg, from origin) {
+  received_message result;
+  result.size = msg.length;
+  if (msg.has_immediate)
+    result.immediate = msg.immediate;
+  result.rdma_write = msg.rdma_write;
+  error_code ec;
+  if (!msg.rdma_write) {
+    if (msg.length <= listener_.into.size())
+      std::memcpy(listener_.into.data(), receives_->slot(msg.slot), msg.length);
+    else
+      ec = errc::buffer_too_small;
+  }
+  release_receive(msg.slot);
+  listener_.function(listener_.context, ec, result, origin);
 }
 
 void connection_impl::deliver(operation* op, from origin) {

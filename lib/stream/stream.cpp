@@ -6,12 +6,13 @@
 // splits between the two CPUs); the reader copies them out of its ring into the
 // application's buffers and hands the room back as credit. A write
 // completes once its bytes are copied in: the writer waits only when the send buffer or
-// the peer's ring (its credit) is full. One receive is always pending for the peer's
-// messages, so a read that is cancelled loses nothing: the bytes stay in the ring.
+// the peer's ring (its credit) is full. The connection hands the peer's messages to the
+// stream as they arrive (connection_impl::listen), whether a read is pending or not, so a
+// read that is cancelled loses nothing: the bytes stay in the ring.
 #include "stream/stream_impl.hpp"
 
 #include "internal_access.hpp"
-#include "rc/connection_impl.hpp" // has_immediate_data, waits_for_first_message
+#include "rc/connection_impl.hpp" // listen, has_immediate_data, waits_for_first_message
 #include "throw_if.hpp"
 
 #include <algorithm>
@@ -42,26 +43,6 @@ std::size_t stream_write_now(stream& s, const buffer_view<asio::const_buffer>& b
 }
 
 // ---------------------------------------------------------------- continuations
-
-/// The handler of the receive that is always pending. Its memory is the stream's.
-struct stream_impl::received {
-  std::shared_ptr<stream_impl> self;
-
-  explicit received(std::shared_ptr<stream_impl> s) noexcept : self(std::move(s)) {}
-  received(received&&) noexcept = default;
-  ~received() {
-    if (self)
-      release_after_free(&self->receive_memory_, self);
-  }
-
-  using allocator_type = handler_block_allocator<void, sizeof(handler_memory::bytes)>;
-  allocator_type get_allocator() const noexcept { return allocator_type(&self->receive_memory_); }
-
-  void operator()(error_code ec, const received_message& message) {
-    stream_impl* s = self.get();
-    s->on_received(ec, message, std::move(self)); // the stream lives until this has run
-  }
-};
 
 /// The handler of one of the stream's sends or RDMA writes: runs `then` with the data
 /// length it carried. Its memory is one of the stream's blocks.
@@ -129,6 +110,7 @@ stream_impl::~stream_impl() {
   // conn_impl_ is the connection this stream opened on, kept alive by it even if a caller
   // moved the connection out of underlying_connection() (which it documents not to do).
   conn_impl_->on_batch_end({});
+  conn_impl_->listen({});
 }
 
 void stream_impl::open(error_code& ec) {
@@ -154,7 +136,7 @@ void stream_impl::open(error_code& ec) {
   advertise_later_ = conn_impl_->waits_for_first_message();
   if (!advertise_later_)
     send_advertisement();
-  arm_receive(shared_from_this());
+  conn_impl_->listen({&stream_impl::message_arrived, this, control_});
 }
 
 void stream_impl::send_advertisement() {
@@ -188,16 +170,14 @@ void stream_impl::fail(error_code ec, from origin) {
 
 // ---------------------------------------------------------------- the peer's messages
 
-void stream_impl::arm_receive(std::shared_ptr<stream_impl> self) {
-  single_buffer<asio::mutable_buffer> control{asio::buffer(control_)};
-  // The handler runs on the stream's executor: the connection calls it directly.
-  start_receive(
-      conn_impl_.get(), control.view(),
-      pending_operation<void(error_code, received_message)>(received(std::move(self)), io_));
+void stream_impl::message_arrived(void* context, error_code ec, const received_message& message,
+                                  from) {
+  // What the message runs (the user's handlers) may drop the stream's last reference.
+  const auto self = static_cast<stream_impl*>(context)->shared_from_this();
+  self->on_received(ec, message);
 }
 
-void stream_impl::on_received(error_code ec, const received_message& message,
-                              std::shared_ptr<stream_impl> self) {
+void stream_impl::on_received(error_code ec, const received_message& message) {
   if (ec == asio::error::eof) {
     // The peer's connection ended: what it wrote before is still read. Not so bytes it
     // left to pull that have not landed: they are gone with it (an honest writer's end
@@ -211,8 +191,7 @@ void stream_impl::on_received(error_code ec, const received_message& message,
   if (!ec && !handle(message))
     ec = errc::protocol_error;
   if (ec)
-    return fail(ec, from::completion_path);
-  arm_receive(std::move(self));
+    fail(ec, from::completion_path);
 }
 
 bool stream_impl::handle(const received_message& message) {

@@ -43,7 +43,6 @@ public:
   void shutdown(pending_operation<void(error_code)>&& op);
 
 private:
-  struct received;
   struct sent;
   struct read_canceller;
   struct write_canceller;
@@ -64,11 +63,11 @@ private:
   /// bench/RESULTS.md, "Who moves the bytes").
   static constexpr std::size_t min_pull = 16 * 1024;
 
-  // Receiving the peer's messages: one receive always pending, its handler holding the
-  // stream (handed on from one receive to the next).
-  void arm_receive(std::shared_ptr<stream_impl> self);
-  void on_received(error_code ec, const received_message& message,
-                   std::shared_ptr<stream_impl> self);
+  // Receiving the peer's messages: the connection hands each to the stream as it arrives
+  // (connection_impl::listen), then its end.
+  static void message_arrived(void* self, error_code ec, const received_message& message,
+                              from origin);
+  void on_received(error_code ec, const received_message& message);
   /// Acts on one message; false if it breaks the protocol.
   bool handle(const received_message& message);
   bool take_advertisement(const stream_wire::advertisement& ad);
@@ -150,9 +149,9 @@ private:
   error_code write_end_;
   bool end_received_ = false;
 
-  // The receive always pending, into a buffer that holds any control message.
+  // The peer's control messages are copied here as they arrive (a body of any length
+  // the protocol sends).
   alignas(8) std::array<std::byte, stream_wire::advertisement_size> control_{};
-  handler_memory receive_memory_;
 
   // The pending read.
   pending_operation<void(error_code, std::size_t)> read_op_;

@@ -557,6 +557,23 @@ BOOST_AUTO_TEST_CASE(a_stream_that_is_not_open_fails_every_operation_with_not_co
   });
 }
 
+// The stream takes every message of its connection as it arrives (no receive operation of
+// its own): a receive started on the connection would wait for ever, so it is refused.
+BOOST_AUTO_TEST_CASE(a_receive_on_the_streams_connection_is_refused_and_the_stream_goes_on) {
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto s = co_await make_streams(ar::connection_options());
+    std::array<char, 8> b{};
+    auto [ec, n] = co_await s.server.underlying_connection().async_receive(
+        asio::buffer(b), asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == asio::error::invalid_argument, ec.message());
+    co_await asio::async_write(s.client, asio::buffer("x", 1), use_awaitable);
+    std::array<char, 1> got{};
+    co_await asio::async_read(s.server, asio::buffer(got), use_awaitable);
+    BOOST_TEST(got[0] == 'x');
+  });
+}
+
 BOOST_AUTO_TEST_CASE(a_second_read_while_one_is_pending_is_refused) {
   asio::io_context io;
   run(io, [&]() -> awaitable<void> {
