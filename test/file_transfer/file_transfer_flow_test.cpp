@@ -366,7 +366,10 @@ BOOST_AUTO_TEST_CASE(small_entries_travel_whole_in_batches_no_larger_than_the_re
         }
         auto end = co_await receive_message(server);
         BOOST_REQUIRE(std::holds_alternative<proto::file_end>(end));
-        co_await send_message(server, proto::status{next_id++, proto::status_code::ok, chunks});
+        // The id taken before the co_await: clang warned of unsequenced modifications of
+        // next_id inside it (-Wunsequenced, the sanitizer build).
+        const auto id = next_id++;
+        co_await send_message(server, proto::status{id, proto::status_code::ok, chunks});
         continue;
       }
       BOOST_REQUIRE(std::holds_alternative<proto::file_batch>(decoded));
