@@ -47,12 +47,11 @@ struct op_canceller {
 /// A layer above that owns a connection's messages (a stream): told of each message as it
 /// arrives, in order, with no receive operation per message (connection_impl::listen).
 struct message_listener {
-  /// (context, ec, message, origin): a message, its body (if it has one) copied into
-  /// `into`; or ec set: errc::buffer_too_small for a body longer than `into` (dropped; the
-  /// listener stays), or the connection's end, what a receive would get (eof, or the
-  /// transport's error), after which the listener is removed.
-  void (*function)(void* context, error_code ec, const received_message& message,
-                   from origin) = nullptr;
+  /// (context, ec, message), always from the completion path: a message, its body (if it
+  /// has one) copied into `into`; or ec set: errc::buffer_too_small for a body longer than
+  /// `into` (dropped; the listener stays), or the connection's end, what a receive would
+  /// get (eof, or the transport's error), after which the listener is removed.
+  void (*function)(void* context, error_code ec, const received_message& message) = nullptr;
   void* context = nullptr;
   std::span<std::byte> into;
 
@@ -240,7 +239,10 @@ private:
   /// (unless `op` lends it).
   void hand_over(operation* op, const arrived_message& msg, from origin);
   /// Hands `msg`, no longer queued, to the listener, and frees its slot.
-  void tell_listener(const arrived_message& msg, from origin);
+  void tell_listener(const arrived_message& msg);
+  /// Polls the completion queue if nothing waits on it (no operation pending) and no
+  /// message is queued: a receive or a listener about to wait would miss what it holds.
+  void poll_unwatched_cq();
   /// The connection ended: the listener is removed and told, from the completion path.
   void end_listener();
   void release_receive(std::uint32_t slot);

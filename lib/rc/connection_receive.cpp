@@ -13,6 +13,16 @@
 
 namespace asio_rdma::detail {
 
+namespace {
+/// What a receive's handler or the listener is told of `msg` (its bytes aside).
+void describe(received_message& result, const arrived_message& msg) noexcept {
+  result.size = msg.length;
+  if (msg.has_immediate)
+    result.immediate = msg.immediate;
+  result.rdma_write = msg.rdma_write;
+}
+} // namespace
+
 void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer>& buffers,
                    message_operation&& pending) {
   impl->receive(buffers, std::move(pending));
@@ -20,6 +30,20 @@ void start_receive(connection_impl* impl, const buffer_view<asio::mutable_buffer
 
 void start_receive_lent(connection_impl* impl, message_operation&& pending) {
   impl->receive({}, std::move(pending), true);
+}
+
+void connection_impl::poll_unwatched_cq() {
+  // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
+  // The poll runs other operations' handlers, which may drop the last reference.
+  // (Inside a poll, as when a handler starts the next receive, there is
+  // nothing to poll and nothing to keep alive.) Not while an operation is pending: the
+  // CQ is waited on then, and this poll would post the handlers of the receives already
+  // waiting, which a completion path running them directly could overtake (receive
+  // handlers must run in the order the messages arrived).
+  if (!arrived_.empty() || state_ != state::open || !cq_ || cq_->polling() || ops_.any())
+    return;
+  const auto keep_alive = shared_from_this();
+  cq_->poll();
 }
 
 void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
@@ -34,18 +58,7 @@ void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
   // (listen): a receive would wait for ever.
   if (op->destination.too_many || listener_) [[unlikely]]
     return complete(op, asio::error::invalid_argument, 0, from::user_call);
-  // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
-  // The poll runs other operations' handlers, which may drop the last reference.
-  // (Inside a poll, as when a handler starts the next receive, there is
-  // nothing to poll and nothing to keep alive.) Not while an operation is pending: the
-  // CQ is waited on then, and this poll would post the handlers of the receives already
-  // waiting, which a completion path running them directly could overtake (receive
-  // handlers must run in the order the messages arrived).
-  std::shared_ptr<connection_impl> keep_alive;
-  if (arrived_.empty() && state_ == state::open && cq_ && !cq_->polling() && !ops_.any()) {
-    keep_alive = shared_from_this();
-    cq_->poll();
-  }
+  poll_unwatched_cq();
   if (state_ != state::open && arrived_.empty())
     return complete(op, ending_.for_receive(), 0, from::user_call);
   op->counted = true;
@@ -66,13 +79,7 @@ void connection_impl::listen(message_listener listener) {
     return;
   }
   BOOST_ASSERT(!listener_);
-  // As receive(): messages may wait in the CQ, which nobody polls while no operation is
-  // pending. What the poll finds queues (no listener yet), delivered by the task below.
-  std::shared_ptr<connection_impl> keep_alive;
-  if (arrived_.empty() && state_ == state::open && cq_ && !cq_->polling() && !ops_.any()) {
-    keep_alive = shared_from_this();
-    cq_->poll();
-  }
+  poll_unwatched_cq(); // what it finds queues (no listener yet), delivered by the task below
   listener_ = listener;
   op_started();
   if (!arrived_.empty() || state_ != state::open)
@@ -101,7 +108,7 @@ void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc, from
     // fits): hand the message over without queueing it. Otherwise it queues, in arrival
     // order. A listener is told only from the completion path (deliver_waiting).
     if (listener_ && arrived_.empty() && origin == from::completion_path) {
-      tell_listener(msg, origin);
+      tell_listener(msg);
     } else if (waiting && arrived_.empty() && fits(msg, waiting->destination)) {
       waiting_receives_.pop();
       hand_over(waiting, msg, origin);
@@ -126,7 +133,7 @@ void connection_impl::deliver_waiting(from origin) {
     while (listener_ && !arrived_.empty()) {
       const arrived_message msg = arrived_.front();
       arrived_.pop();
-      tell_listener(msg, origin);
+      tell_listener(msg);
     }
   }
   while (!waiting_receives_.empty() && !arrived_.empty())
@@ -151,15 +158,12 @@ void connection_impl::fail_waiting_receives(from origin) {
 void connection_impl::end_listener() {
   const message_listener told = std::exchange(listener_, {});
   op_finished();
-  told.function(told.context, ending_.for_receive(), received_message{}, from::completion_path);
+  told.function(told.context, ending_.for_receive(), received_message{});
 }
 
-void connection_impl::tell_listener(const arrived_message& msg, from origin) {
+void connection_impl::tell_listener(const arrived_message& msg) {
   received_message result;
-  result.size = msg.length;
-  if (msg.has_immediate)
-    result.immediate = msg.immediate;
-  result.rdma_write = msg.rdma_write;
+  describe(result, msg);
   error_code ec;
   if (!msg.rdma_write) {
     if (msg.length <= listener_.into.size())
@@ -168,7 +172,7 @@ void connection_impl::tell_listener(const arrived_message& msg, from origin) {
       ec = errc::buffer_too_small;
   }
   release_receive(msg.slot);
-  listener_.function(listener_.context, ec, result, origin);
+  listener_.function(listener_.context, ec, result);
 }
 
 void connection_impl::deliver(operation* op, from origin) {
@@ -191,10 +195,7 @@ void connection_impl::hand_over(operation* op, const arrived_message& msg, from 
       scatter(receives_->slot(msg.slot), msg.length, op->destination);
     release_receive(msg.slot);
   }
-  result.size = msg.length;
-  if (msg.has_immediate)
-    result.immediate = msg.immediate;
-  result.rdma_write = msg.rdma_write;
+  describe(result, msg);
   complete(op, {}, msg.length, origin, &result);
 }
 

@@ -170,8 +170,7 @@ void stream_impl::fail(error_code ec, from origin) {
 
 // ---------------------------------------------------------------- the peer's messages
 
-void stream_impl::message_arrived(void* context, error_code ec, const received_message& message,
-                                  from) {
+void stream_impl::message_arrived(void* context, error_code ec, const received_message& message) {
   // What the message runs (the user's handlers) may drop the stream's last reference.
   const auto self = static_cast<stream_impl*>(context)->shared_from_this();
   self->on_received(ec, message);

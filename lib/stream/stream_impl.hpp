@@ -65,8 +65,7 @@ private:
 
   // Receiving the peer's messages: the connection hands each to the stream as it arrives
   // (connection_impl::listen), then its end.
-  static void message_arrived(void* self, error_code ec, const received_message& message,
-                              from origin);
+  static void message_arrived(void* self, error_code ec, const received_message& message);
   void on_received(error_code ec, const received_message& message);
   /// Acts on one message; false if it breaks the protocol.
   bool handle(const received_message& message);
