@@ -242,7 +242,9 @@ private:
   void tell_listener(const arrived_message& msg);
   /// Polls the completion queue if nothing waits on it (no operation pending) and no
   /// message is queued: a receive or a listener about to wait would miss what it holds.
-  void poll_unwatched_cq();
+  /// Returns this connection, held, when it polled: the handlers the poll ran may have
+  /// dropped the last other reference, and the caller goes on using it.
+  [[nodiscard]] std::shared_ptr<connection_impl> poll_unwatched_cq();
   /// The connection ended: the listener is removed and told, from the completion path.
   void end_listener();
   void release_receive(std::uint32_t slot);

@@ -32,7 +32,7 @@ void start_receive_lent(connection_impl* impl, message_operation&& pending) {
   impl->receive({}, std::move(pending), true);
 }
 
-void connection_impl::poll_unwatched_cq() {
+std::shared_ptr<connection_impl> connection_impl::poll_unwatched_cq() {
   // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
   // The poll runs other operations' handlers, which may drop the last reference.
   // (Inside a poll, as when a handler starts the next receive, there is
@@ -41,9 +41,10 @@ void connection_impl::poll_unwatched_cq() {
   // waiting, which a completion path running them directly could overtake (receive
   // handlers must run in the order the messages arrived).
   if (!arrived_.empty() || state_ != state::open || !cq_ || cq_->polling() || ops_.any())
-    return;
-  const auto keep_alive = shared_from_this();
+    return nullptr;
+  auto keep_alive = shared_from_this();
   cq_->poll();
+  return keep_alive;
 }
 
 void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
@@ -58,7 +59,7 @@ void connection_impl::receive(const buffer_view<asio::mutable_buffer>& buffers,
   // (listen): a receive would wait for ever.
   if (op->destination.too_many || listener_) [[unlikely]]
     return complete(op, asio::error::invalid_argument, 0, from::user_call);
-  poll_unwatched_cq();
+  const auto keep_alive = poll_unwatched_cq(); // until this call returns
   if (state_ != state::open && arrived_.empty())
     return complete(op, ending_.for_receive(), 0, from::user_call);
   op->counted = true;
@@ -79,7 +80,8 @@ void connection_impl::listen(message_listener listener) {
     return;
   }
   BOOST_ASSERT(!listener_);
-  poll_unwatched_cq(); // what it finds queues (no listener yet), delivered by the task below
+  // What the poll finds queues (no listener yet), delivered by the task below.
+  const auto keep_alive = poll_unwatched_cq(); // until this call returns
   listener_ = listener;
   op_started();
   if (!arrived_.empty() || state_ != state::open)
