@@ -74,6 +74,17 @@ public:
             size_operation&& pending);
   /// `overtakes`: may pass every queued request (keepalive's probe).
   void work(const work_request& request, size_operation&& pending, bool overtakes = false);
+  /// For the library's own protocols (a stream's small write): posts `request` now,
+  /// inline and complete at once, with no handler and no completion of its own (one in
+  /// send_window::signal_interval asks for one, to recycle the send queue), and returns
+  /// true; its bytes are in the work request, so the memory it names is free again. Returns
+  /// false, having done nothing, unless that can be done at once: the connection open on a
+  /// device other than iWARP (whose sends complete on acknowledgement:
+  /// connection_options::send_completion), nothing queued before it (order), nothing posted
+  /// awaiting its acknowledgement (RC's order, as for a send completed at post), room in
+  /// the send queue, and the request inline-sized and valid. A transport error that comes
+  /// later fails the connection, as for any send completed at post.
+  bool post_completed(const work_request& request);
   void batch(std::span<const batch_entry> entries, size_operation&& pending);
   /// A receive into `buffers`, or with `lends`, one that lends the message in its ring slot
   /// (buffers empty).

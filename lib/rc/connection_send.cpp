@@ -71,6 +71,28 @@ void connection_impl::work(const work_request& request, size_operation&& pending
   queue_send(op, overtakes);
 }
 
+bool connection_impl::post_completed(const work_request& request) {
+  if (state_ != state::open || !qp_created_ || device_->iwarp || sends_.has_queued() ||
+      awaiting_acknowledgement_ != 0 || sends_.full() || check_work(request))
+    return false;
+  operation* op = new_op(op_kind::work);
+  op->on_complete = &connection_impl::on_send_complete;
+  prepare_work(op, request);
+  if (!(op->wr.send_flags & IBV_SEND_INLINE)) {
+    op_pool_.put(op); // its bytes would be read from memory after the post
+    return false;
+  }
+  // Not counted among the pending operations (it has no handler to wait for); a close
+  // lingers for its acknowledgement as for a send completed at post.
+  op->handler_less = true;
+  sends_.queue(op);
+  post_sends(qp_, from::user_call); // a chain of this one request (nothing was queued)
+  if (state_ != state::open)
+    return false; // the post failed (the request completed with the error, and closed us)
+  ++completed_unacknowledged_;
+  return true;
+}
+
 void connection_impl::queue_probe(size_operation&& done, bool overtakes) {
   // A zero-length RDMA write: acknowledged by the peer's transport, it needs no receive
   // buffer, no memory and no rkey there (IBTA C9-88).
@@ -91,6 +113,7 @@ operation* connection_impl::new_op(op_kind kind) {
   op->counted = false;
   op->atomic = false;
   op->completed_at_post = false;
+  op->handler_less = false;
   op->handler_due = false;
   op->acknowledged = false;
   op->immediate.reset();
@@ -311,6 +334,8 @@ void connection_impl::post_sends(ibv_qp* qp, from origin) {
         --awaiting_acknowledgement_;
       op->completed_at_post = false;
       release_send_slot(op);
+      if (op->handler_less)
+        return op_pool_.put(op); // post_completed reports the failure
       complete(op, ec, 0, from::user_call);
     });
     complete_posted_sends(chain.first, bad, from::user_call);
@@ -324,7 +349,8 @@ bool connection_impl::completes_at_post(const operation* op) const noexcept {
   // Not on iWARP (connection_options.hpp: little to gain, and SoftiWARP left shared-queue
   // closes unfinished with unsignalled sends outstanding). post_sends also requires that
   // nothing posted before it awaits its acknowledgement (RC's order).
-  return op->kind == op_kind::send && options_.send_completion == send_completion::at_post &&
+  return (op->handler_less || (op->kind == op_kind::send &&
+                               options_.send_completion == send_completion::at_post)) &&
          !device_->iwarp;
 }
 
@@ -339,7 +365,7 @@ void connection_impl::complete_posted_sends(ibv_send_wr* first, const ibv_send_w
     return;
   for (ibv_send_wr* wr = first; wr != end; wr = wr->next) {
     auto* op = static_cast<operation*>(completion_target::of(wr->wr_id));
-    if (!op->completed_at_post)
+    if (!op->completed_at_post || op->handler_less)
       continue;
     op->handler_due = true;
     op->next = nullptr;

@@ -44,9 +44,12 @@ struct operation : completion_target, queue_hook {
   bool counted = false;
   /// An atomic: its result lands in the connection's atomic result slot.
   bool atomic = false;
-  /// A copied send that completes when posted (send_completion::at_post): its work
-  /// request's completion, if it asks for one, only frees the operation.
+  /// A copied send that completes when posted (send_completion::at_post), or a request
+  /// posted by connection_impl::post_completed (no handler): its work request's
+  /// completion, if it asks for one, only frees the operation.
   bool completed_at_post = false;
+  /// Posted by connection_impl::post_completed: no handler, completed at post.
+  bool handler_less = false;
   /// Posted and completed at post, its handler not yet run: on the connection's list of
   /// handlers due (linked by `next`; run_due_handlers frees it if acknowledged meanwhile).
   bool handler_due = false;

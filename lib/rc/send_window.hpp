@@ -86,6 +86,8 @@ public:
   /// pair fails (a flush reports only what is still queued). Only a later signalled
   /// request's completion takes it out of the window.
   bool silent_tail() const noexcept { return outstanding_ > 0 && tail_unsignalled_; }
+  /// The send queue has no room for another request.
+  bool full() const noexcept { return outstanding_ >= depth_; }
   /// Some initiated request waits for room in the send queue.
   bool has_queued() const noexcept { return !queued_.empty(); }
 

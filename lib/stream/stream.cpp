@@ -490,6 +490,11 @@ void stream_impl::post_data(const stream_writer_window::post& p, bool pull) {
   // from the heap, correct and only slower).
   if (immediate_) {
     request.immediate = wire::word(wire::kind::data, length);
+    // A small write with no other in flight (a ping-pong's) goes inline and completes as
+    // it is posted: its bytes are in the work request, so its part of the send buffer is
+    // free at once, and no completion, handler or wake-up is spent on it.
+    if (out_.in_flight() == 1 && conn_impl_->post_completed(request))
+      return out_.write_completed();
     return start_work(conn_impl_.get(), request,
                       completion(post_memory_[2 * turn], &stream_impl::data_posted, length));
   }

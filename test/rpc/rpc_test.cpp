@@ -1640,16 +1640,19 @@ BOOST_AUTO_TEST_CASE(hostile_clients_lose_their_connection_others_are_served) {
       BOOST_TEST((got.kind == wire::frame_kind::error && got.call_id == 42 &&
                   got.word == unsigned(rpc::errc::unknown_method)));
     }
-    // 6. Ten thousand calls, no reply read: the server holds at most its limit.
+    // 6. Ten thousand calls, no reply read: the server holds at most its limit. 80 MB in
+    // all, twice what the two ends' socket buffers can grow to on loopback TCP (Debian's
+    // tcp_rmem and tcp_wmem maxima, 32 and 4 MiB: with 1,000-byte calls, 10 MB, a loaded
+    // host's buffers once took the whole burst, and the writer was never held back).
     {
       auto p = co_await raw_peer::connect(url);
       auto h0 = hello();
       co_await asio::async_write(p, asio::buffer(h0), t);
       std::vector<std::byte> burst;
-      const auto payload = patterned(1, 1000);
+      const auto payload = patterned(1, 8000);
       for (std::uint64_t id = 1; id <= 10000; ++id) {
         wire::header_bytes h;
-        wire::encode({wire::frame_kind::request, 1000, id, rpc::method_id("echo"), 0}, h);
+        wire::encode({wire::frame_kind::request, 8000, id, rpc::method_id("echo"), 0}, h);
         burst.insert(burst.end(), h.begin(), h.end());
         burst.insert(burst.end(), payload.begin(), payload.end());
       }
