@@ -281,7 +281,8 @@ void connection_impl::post_queued(from origin) {
   post_scheduled_ = false;
   if (!qp_created_)
     return;
-  post_sends(qp_, origin);
+  if (sends_.has_queued()) // not so after a batch that only freed receive buffers
+    post_sends(qp_, origin);
   // Receives after sends: in a request/response exchange the next request is
   // on the critical path, and the buffers just freed are not (the others of
   // the ring stay posted for the reply). One chained post for every buffer
