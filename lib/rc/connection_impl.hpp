@@ -321,8 +321,10 @@ private:
   void op_finished() {
     if (!ops_.finished())
       return;
-    // Inside a batch of our own CQ the update waits for the batch's end (after_cq_batch).
-    if (inside_own_batch() && state_ == state::open)
+    // Inside a batch of our own CQ the update waits for the batch's end (after_cq_batch),
+    // and so it does while that end posts: the handlers of sends completed at post run
+    // there, and a ping-pong's next receive follows at once.
+    if ((inside_own_batch() || posting_batch_end_) && state_ == state::open)
       ops_.defer_update();
     else
       sync_interest();
@@ -381,6 +383,7 @@ private:
   operation** due_tail_ = &due_;
   bool due_run_scheduled_ = false;
   bool running_due_ = false;
+  bool posting_batch_end_ = false; // after_cq_batch posts what its batch queued
   bool lingering_ = false; // linger(): closing, not yet disconnected
   intrusive_queue<operation> waiting_receives_;
   send_window<operation> sends_; // queued and posted sends, one-sided work, atomics

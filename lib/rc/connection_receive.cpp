@@ -36,11 +36,15 @@ std::shared_ptr<connection_impl> connection_impl::poll_unwatched_cq() {
   // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
   // The poll runs other operations' handlers, which may drop the last reference.
   // (Inside a poll, as when a handler starts the next receive, there is
-  // nothing to poll and nothing to keep alive.) Not while an operation is pending: the
-  // CQ is waited on then, and this poll would post the handlers of the receives already
-  // waiting, which a completion path running them directly could overtake (receive
-  // handlers must run in the order the messages arrived).
-  if (!arrived_.empty() || state_ != state::open || !cq_ || cq_->polling() || ops_.any())
+  // nothing to poll and nothing to keep alive.) Not while the CQ is waited on: for a
+  // pending operation (this poll would post the handlers of the receives already
+  // waiting, which a completion path running them directly could overtake: receive
+  // handlers must run in the order the messages arrived), or still, for a moment, after
+  // the last one finished (a send completed at post whose handler, run at its batch's end,
+  // starts the next receive: operation_count's deferred update); what arrives then
+  // raises the CQ's event as usual.
+  if (!arrived_.empty() || state_ != state::open || !cq_ || cq_->polling() || ops_.any() ||
+      cq_interest_)
     return nullptr;
   auto keep_alive = shared_from_this();
   cq_->poll();

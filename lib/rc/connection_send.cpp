@@ -267,8 +267,11 @@ void connection_impl::cancel(operation* op) {
 
 void connection_impl::after_cq_batch(void* context) {
   auto* self = static_cast<connection_impl*>(context);
-  if (self->has_unposted_work())
+  if (self->has_unposted_work()) {
+    self->posting_batch_end_ = true;
     self->post_queued(self->cq_->batch_origin()); // a poll inside an initiating call too
+    self->posting_batch_end_ = false;
+  }
   if (self->ops_.batch_ended())
     self->sync_interest();
   // Last: the listener runs handlers, which may close or release this connection (the
@@ -349,10 +352,18 @@ void connection_impl::post_sends(ibv_qp* qp, from origin) {
 bool connection_impl::completes_at_post(const operation* op) const noexcept {
   // Not on iWARP (connection_options.hpp: little to gain, and SoftiWARP left shared-queue
   // closes unfinished with unsignalled sends outstanding). post_sends also requires that
-  // nothing posted before it awaits its acknowledgement (RC's order).
-  return (op->handler_less || (op->kind == op_kind::send &&
-                               options_.send_completion == send_completion::at_post)) &&
-         !device_->iwarp;
+  // nothing posted before it awaits its acknowledgement (RC's order). A send of
+  // registered memory qualifies when it goes inline: its bytes are in the work request
+  // too (not in a batch, which completes as one).
+  if (device_->iwarp)
+    return false;
+  if (op->handler_less)
+    return true;
+  if (options_.send_completion != send_completion::at_post)
+    return false;
+  return op->kind == op_kind::send ||
+         (op->kind == op_kind::work && !op->batch && (op->wr.send_flags & IBV_SEND_INLINE) &&
+          (op->wr.opcode == IBV_WR_SEND || op->wr.opcode == IBV_WR_SEND_WITH_IMM));
 }
 
 void connection_impl::complete_posted_sends(ibv_send_wr* first, const ibv_send_wr* end,

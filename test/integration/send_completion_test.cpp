@@ -303,3 +303,47 @@ BOOST_AUTO_TEST_CASE(an_awaited_ping_pong_asks_one_completion_in_sixteen_sends) 
                std::uint64_t(sends_complete_at_post_here() ? rounds / 16 : rounds));
   });
 }
+
+BOOST_AUTO_TEST_CASE(a_send_of_registered_memory_completes_at_post_only_when_inline) {
+  // An inline send's bytes are in its work request once posted, whether the library copied
+  // them or they come from registered memory: it completes at post and asks for no
+  // completion of its own. A larger send of registered memory is read by the device until
+  // the peer acknowledged it: it completes then, each send asking for its completion.
+  asio::io_context io;
+  run(io, [&]() -> awaitable<void> {
+    auto p = co_await make_pair(completing(ar::send_completion::at_post),
+                                completing(ar::send_completion::at_post));
+    auto ex = co_await asio::this_coro::executor;
+    constexpr int rounds = 64;
+    constexpr std::size_t small = 8, large = 4096; // max_inline_data is 64 by default
+    asio::co_spawn(
+        ex,
+        [&]() -> awaitable<void> {
+          std::vector<std::byte> b(large);
+          for (int i = 0; i < 2 * rounds; ++i) {
+            auto n = co_await p.server.async_receive(asio::buffer(b), use_awaitable);
+            co_await p.server.async_send(asio::buffer(b.data(), n), use_awaitable);
+          }
+        },
+        ar::test::report_failure);
+    ar::memory_region region(p.client, large, ar::access::local_write);
+    std::vector<std::byte> in(large);
+    for (std::size_t size : {small, large}) {
+      const auto before = p.client.statistics();
+      for (int i = 0; i < rounds; ++i) {
+        region.data()[0] = static_cast<std::byte>(i);
+        const auto sent = co_await p.client.async_send(region.slice(0, size), use_awaitable);
+        BOOST_TEST(sent == size);
+        const auto n = co_await p.client.async_receive(asio::buffer(in), use_awaitable);
+        BOOST_TEST_REQUIRE(n == size);
+        BOOST_TEST(static_cast<int>(in[0]) == i);
+      }
+      const auto after = p.client.statistics();
+      const auto signaled = after.signaled - before.signaled;
+      BOOST_TEST_MESSAGE(size << "-byte sends of registered memory: " << signaled
+                              << " of " << rounds << " signalled");
+      const bool at_post = size == small && sends_complete_at_post_here();
+      BOOST_TEST(signaled == std::uint64_t(at_post ? rounds / 16 : rounds), size << " bytes");
+    }
+  });
+}
