@@ -228,9 +228,7 @@ public:
   /// Zero-copy send from registered memory: one buffer, or a gather list of
   /// up to min(16, options().max_send_sge) buffers (libiwarp's post_send_lmr /
   /// post_send_sgl). The device reads the memory until the operation
-  /// completes: do not change it before. Up to options().max_inline_data bytes go
-  /// inline, copied into the work request: such a send completes as a copied send does
-  /// (connection_options::send_completion, at post by default). Completion signature:
+  /// completes: do not change it before. Completion signature:
   /// void(error_code, std::size_t). Errors as for async_send, plus
   /// errc::out_of_bounds for an out-of-bounds slice (nothing posted).
   template <typename CompletionToken = boost::asio::deferred_t>

@@ -14,11 +14,9 @@
 namespace asio_rdma {
 
 /// When async_send and async_send_with_imm complete: the sends whose bytes the library
-/// copies (into the work request, inline, or into its own registered send slot), including
-/// sends of registered memory small enough to go inline (connection_options::
-/// max_inline_data: their bytes are in the work request too), not the larger zero-copy
-/// sends of registered memory, one-sided operations or batches, which always complete with
-/// their work completion (the device reads the memory until then).
+/// copies (into the work request, inline, or into its own registered send slot), not the
+/// zero-copy sends of registered memory, one-sided operations or batches, which always
+/// complete with their work completion.
 enum class send_completion : std::uint8_t {
   /// As soon as the message is posted (its bytes copied), as a TCP send completes once the
   /// kernel has the bytes, and as UCX's eager sends do: the handler runs without waiting
