@@ -384,6 +384,7 @@ private:
   bool due_run_scheduled_ = false;
   bool running_due_ = false;
   bool posting_batch_end_ = false; // after_cq_batch posts what its batch queued
+  bool rang_in_batch_ = false; // a send completed at post was posted during the batch
   bool lingering_ = false; // linger(): closing, not yet disconnected
   intrusive_queue<operation> waiting_receives_;
   send_window<operation> sends_; // queued and posted sends, one-sided work, atomics
