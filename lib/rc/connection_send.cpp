@@ -372,8 +372,9 @@ bool connection_impl::completes_at_post(const operation* op) const noexcept {
   // closes unfinished with unsignalled sends outstanding). post_sends also requires that
   // nothing posted before it awaits its acknowledgement (RC's order). (An inline send of
   // registered memory would qualify too, its bytes being in the work request; measured
-  // on rxe0 it made rdma_bench's ping-pong slower, 1.04x per end, for the same
-  // instructions: it completes with its work completion, as every zero-copy send does.)
+  // on rxe0, rdma_bench's ping-pong then ran 0.96x with busy polling but 1.06x with
+  // events (bench/RESULTS.md): it completes with its work completion, as every zero-copy
+  // send does.)
   return (op->handler_less || (op->kind == op_kind::send &&
                                options_.send_completion == send_completion::at_post)) &&
          !device_->iwarp;
