@@ -238,6 +238,9 @@ private:
   /// complete when posted: their handlers run now from the completion path, or from a
   /// posted task after a user's call.
   void complete_posted_sends(ibv_send_wr* first, const ibv_send_wr* end, from origin);
+  /// Runs the handlers due now (from::completion_path), or from a posted task (after a
+  /// user's call, where no handler may run).
+  void run_due(from origin);
   void run_due_handlers();
   void prepare_send(operation* op);
   void release_send_slot(operation* op);

@@ -274,20 +274,18 @@ void connection_impl::cancel(operation* op) {
 void connection_impl::after_cq_batch(void* context) {
   auto* self = static_cast<connection_impl*>(context);
   self->rang_in_batch_ = false;
-  if (self->has_unposted_work() || self->due_) {
+  const bool unposted = self->has_unposted_work();
+  if (unposted || self->due_) {
     // A handler run there may poll the CQ (a receive on a connection left idle by a
     // close or an error), whose batch ends here again: the flag is restored, not cleared.
     const bool outer = std::exchange(self->posting_batch_end_, true);
-    if (self->has_unposted_work())
-      self->post_queued(self->cq_->batch_origin()); // a poll inside an initiating call too
+    const from origin = self->cq_->batch_origin(); // a poll inside an initiating call too
+    if (unposted)
+      self->post_queued(origin);
     // The handlers of sends posted during the batch (post_or_batch), if post_queued did
-    // not run them. From a poll inside an initiating call they are posted.
-    if (self->due_ && !self->running_due_) {
-      if (self->cq_->batch_origin() == from::completion_path)
-        self->run_due_handlers();
-      else
-        self->post_once<&connection_impl::due_run_scheduled_, &connection_impl::run_due_handlers>();
-    }
+    // not run them.
+    if (!self->running_due_)
+      self->run_due(origin);
     self->posting_batch_end_ = outer;
   }
   if (self->ops_.batch_ended())
@@ -398,12 +396,16 @@ void connection_impl::complete_posted_sends(ibv_send_wr* first, const ibv_send_w
     *due_tail_ = op;
     due_tail_ = &op->next;
   }
+  if (origin != from::completion_path && inside_own_batch())
+    return; // posted by a handler of the batch (post_or_batch): run at its end
+  run_due(origin);
+}
+
+void connection_impl::run_due(from origin) {
   if (!due_)
     return;
   if (origin == from::completion_path)
     return run_due_handlers();
-  if (inside_own_batch())
-    return; // posted by a handler of the batch (post_or_batch): run at its end
   post_once<&connection_impl::due_run_scheduled_, &connection_impl::run_due_handlers>();
 }
 
