@@ -8,6 +8,9 @@
 #include <asio_rdma/acceptor.hpp>
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/buffer.hpp>
+
+#include <utility>
 
 namespace rdma_bench::framework {
 
@@ -27,5 +30,17 @@ boost::asio::awaitable<int> run_client(const settings& s);
 /// (a connection that failed is closed, not disconnected); `device` gets the
 /// local device's name. Throws on connection or operation failure.
 boost::asio::awaitable<result> measure(const settings& s, std::size_t size, std::string& device);
+
+/// --op send's send of `slice` (registered memory): zero-copy from it, or, with
+/// `copied` (--send-from copied), from the same bytes passed as plain memory, which the
+/// library copies (inline into the work request, or into its own registered slot), as a
+/// service's `async_send(asio::buffer(...))` goes.
+template <typename CompletionToken>
+auto async_send_from(asio_rdma::connection& conn, const asio_rdma::local_buffer& slice,
+                     bool copied, CompletionToken token) {
+  if (copied)
+    return conn.async_send(boost::asio::buffer(slice.data, slice.length), std::move(token));
+  return conn.async_send(slice, std::move(token));
+}
 
 } // namespace rdma_bench::framework

@@ -58,12 +58,12 @@ struct run {
 
 /// One operation of the bandwidth test on slot `slot` of `p`.
 awaitable<asio_rdma::error_code> issue(peer& p, operation op, std::size_t size,
-                                       std::uint32_t slot) {
+                                       std::uint32_t slot, bool copied_sends) {
   auto local = p.region.slice(slot * size, size);
   auto remote = p.remote.slice(slot * size, size);
   switch (op) {
   case operation::send: {
-    auto [ec, n] = co_await p.conn.async_send(local, tuple_awaitable);
+    auto [ec, n] = co_await async_send_from(p.conn, local, copied_sends, tuple_awaitable);
     co_return ec;
   }
   case operation::write: {
@@ -96,7 +96,7 @@ awaitable<asio_rdma::error_code> issue(peer& p, operation op, std::size_t size,
 
 awaitable<void> bandwidth_worker(run& r, peer& p, std::uint32_t slot) {
   while (!r.m.done()) {
-    auto ec = co_await issue(p, r.s.op, r.size, slot);
+    auto ec = co_await issue(p, r.s.op, r.size, slot, r.s.copied_sends);
     if (ec) {
       r.fail(ec);
       break;
@@ -200,13 +200,14 @@ awaitable<void> latency_worker(run& r, peer& p) {
     if (r.s.lat_post_send) {
       ++r.posted_requests;
       if (r.s.op == operation::send)
-        p.conn.async_send(local, collect);
+        async_send_from(p.conn, local, r.s.copied_sends, collect);
       else if (write_then_send)
         p.conn.async_batch(write_and_send, collect);
       else
         p.conn.async_write_with_imm(local, remote, 0, collect);
     } else if (r.s.op == operation::send) {
-      auto [send_ec, n] = co_await p.conn.async_send(local, tuple_awaitable);
+      auto [send_ec, n] =
+          co_await async_send_from(p.conn, local, r.s.copied_sends, tuple_awaitable);
       ec = send_ec;
     } else if (write_then_send) {
       auto [write_ec, n] = co_await p.conn.async_batch(write_and_send, tuple_awaitable);
@@ -215,7 +216,7 @@ awaitable<void> latency_worker(run& r, peer& p) {
       auto [write_ec, n] = co_await p.conn.async_write_with_imm(local, remote, 0, tuple_awaitable);
       ec = write_ec;
     } else {
-      ec = co_await issue(p, r.s.op, r.size, 0);
+      ec = co_await issue(p, r.s.op, r.size, 0, false);
     }
     if (!ec && ping_pong) {
       auto [receive_ec, message] =

@@ -42,7 +42,8 @@ struct session {
 awaitable<void> sender(std::shared_ptr<session> s, std::uint32_t slot) {
   auto local = s->region.slice(slot * s->t.size, s->t.size);
   while (!s->stopped) {
-    auto [ec, n] = co_await s->conn.async_send(local, tuple_awaitable);
+    auto [ec, n] =
+        co_await async_send_from(s->conn, local, s->t.copied_sends, tuple_awaitable);
     if (ec)
       s->stopped = true;
   }
@@ -87,7 +88,7 @@ awaitable<void> responder(std::shared_ptr<session> s) {
           s->stopped = true;
       };
       if (s->t.op == operation::send)
-        s->conn.async_send(local, collect);
+        async_send_from(s->conn, local, s->t.copied_sends, collect);
       else if (write_then_send)
         s->conn.async_batch(write_and_send, collect);
       else
@@ -96,7 +97,8 @@ awaitable<void> responder(std::shared_ptr<session> s) {
     }
     asio_rdma::error_code answer_ec;
     if (s->t.op == operation::send) {
-      auto [send_ec, n] = co_await s->conn.async_send(local, tuple_awaitable);
+      auto [send_ec, n] =
+          co_await async_send_from(s->conn, local, s->t.copied_sends, tuple_awaitable);
       answer_ec = send_ec;
     } else if (write_then_send) {
       auto [batch_ec, n] = co_await s->conn.async_batch(write_and_send, tuple_awaitable);

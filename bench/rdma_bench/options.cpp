@@ -185,6 +185,10 @@ void describe(CLI::App& app, settings& s) {
              "when the framework's copied sends complete, at both ends "
              "(connection_options::send_completion): when posted (the default) or when the "
              "peer acknowledged them");
+  add_either(*client, "--send-from", s.copied_sends, "registered", "copied",
+             "where the framework's sends (--op send) come from, at both ends: a registered "
+             "region, zero-copy (async_send(local_buffer), the default), or plain memory that "
+             "the library copies (async_send(asio::buffer(...)), a service's usual call)");
   client
       ->add_option_function<std::string>(
           "--completion",
@@ -310,6 +314,10 @@ std::string check(const settings& s) {
            "asio_rdma";
   if (s.acknowledged_sends && s.raw_verbs)
     return "--send-completion applies to asio_rdma connections";
+  if (s.copied_sends && (s.raw_verbs || s.op != operation::send))
+    return "--send-from applies to --op send on asio_rdma connections";
+  if (s.copied_sends && s.batch > 1)
+    return "--send-from copied sends one message per operation: drop --batch";
   if (s.batch > 1) {
     if (s.raw_verbs)
       return "--batch applies to asio_rdma connections (--raw-verbs posts lists of its own)";

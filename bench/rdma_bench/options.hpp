@@ -69,6 +69,10 @@ struct settings {
   /// Framework: both ends' copied sends complete on acknowledgement
   /// (connection_options::send_completion; default: when posted).
   bool acknowledged_sends = false;
+  /// Framework send (both ends): send from plain memory (`async_send(asio::buffer(...))`,
+  /// which the library copies: into the work request inline, or its own registered slot)
+  /// instead of from a registered region (`async_send(local_buffer)`, zero-copy).
+  bool copied_sends = false;
   completion_mode completion = completion_mode::event; // raw verbs: busy unless given
   /// --completion adaptive: how long to keep polling after a completion, in µs, at both
   /// ends (connection_options::adaptive_spin); 0: the library's default.

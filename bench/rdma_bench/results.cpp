@@ -80,6 +80,7 @@ void write_json(const std::string& path, const settings& s, const std::string& d
         {"batch", s.batch},
         {"lat_send", s.lat_post_send ? "post" : "await"},
         {"send_completion", s.acknowledged_sends ? "ack" : "post"},
+        {"send_from", s.copied_sends ? "copied" : "registered"},
         {"completion", name(s.completion)},
         {"bidirectional", s.bidirectional},
         {"inline", s.inline_size}}},

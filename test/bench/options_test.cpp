@@ -120,6 +120,14 @@ BOOST_AUTO_TEST_CASE(bad_options_say_why) {
                      "applies to asio_rdma connections"));
   BOOST_TEST(!parse({"client", "h"}).acknowledged_sends);
   BOOST_TEST(parse({"client", "h", "--send-completion", "ack"}).acknowledged_sends);
+  BOOST_TEST(rejects({"client", "h", "--send-from", "stack"}, "not registered or copied"));
+  BOOST_TEST(rejects({"client", "h", "--send-from", "copied", "--raw-verbs"},
+                     "applies to --op send on asio_rdma"));
+  BOOST_TEST(rejects({"client", "h", "--send-from", "copied", "--op", "write"},
+                     "applies to --op send on asio_rdma"));
+  BOOST_TEST(rejects({"client", "h", "--send-from", "copied", "--batch", "4"}, "drop --batch"));
+  BOOST_TEST(!parse({"client", "h"}).copied_sends);
+  BOOST_TEST(parse({"client", "h", "--send-from", "copied"}).copied_sends);
   BOOST_TEST(rejects({"client", "h", "extra"}, "not expected: extra"));
   BOOST_TEST(rejects({"server", "--op", "send"}, "not expected"));
 }
@@ -132,6 +140,7 @@ BOOST_AUTO_TEST_CASE(parameters_round_trip_in_the_private_data) {
   t.event_completion = true;
   t.post_answers = true;
   t.acknowledged_sends = true;
+  t.copied_sends = true;
   t.depth = 300;
   t.size = 65536;
   t.inline_size = 128;
@@ -147,6 +156,7 @@ BOOST_AUTO_TEST_CASE(parameters_round_trip_in_the_private_data) {
   BOOST_TEST(!back->adaptive_completion);
   BOOST_TEST(back->post_answers);
   BOOST_TEST(back->acknowledged_sends);
+  BOOST_TEST(back->copied_sends);
   BOOST_TEST(back->depth == 300);
   BOOST_TEST(back->size == 65536u);
   BOOST_TEST(back->inline_size == 128u);
