@@ -57,7 +57,10 @@ struct connection_options {
   /// receiver tells the sender (an RDMA write, no receive used) how many
   /// buffers it has posted, and the sender's messages wait, in order, until
   /// one is free (docs/devices.md).
-  /// Refused like send_queue_depth beyond the device's limits.
+  /// Refused like send_queue_depth beyond the device's limits. Elsewhere than
+  /// on iWARP, a ring of 16 or more reposts the buffers it is given back in
+  /// batches of depth / 8 (at most 8): up to two batches fewer may be posted
+  /// at a moment (connection_statistics::receive_posts).
   std::uint32_t receive_queue_depth = 64;
   /// Largest message async_send accepts and the size of each receive buffer.
   /// A peer's message larger than this fails the connection on both sides

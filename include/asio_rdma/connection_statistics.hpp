@@ -1,4 +1,4 @@
-// asio-rdma: counters of one connection's send path (what the device was
+// asio-rdma: counters of one connection's posting paths (what the device was
 // asked to do), for tests, tuning and monitoring.
 #pragma once
 
@@ -30,6 +30,14 @@ struct connection_statistics {
   std::uint64_t inline_sends = 0;
   /// Work requests posted with a completion requested (IBV_SEND_SIGNALED).
   std::uint64_t signaled = 0;
+  /// ibv_post_recv calls that reposted receive buffers of the connection's own ring (none
+  /// with shared_queues, whose buffers are the shared ones). Buffers given back are
+  /// reposted together once 1/8 of the ring (at most 8) are, or at once when fewer than
+  /// all but 2 such batches are posted; a ring of fewer than 16 buffers, or on iWARP (whose
+  /// posts are reported to the peer as credit), reposts each at the end of its turn.
+  std::uint64_t receive_posts = 0;
+  /// Receive buffers those calls posted (the first post: the whole ring).
+  std::uint64_t receives_posted = 0;
 };
 
 } // namespace asio_rdma

@@ -217,6 +217,10 @@ error_code connection_impl::create_resources(ibv_context* context) {
     if ((ec = own_receives_.init(pd(), recv_depth, options_.max_message_size,
                                  &connection_impl::on_receive_complete, this)))
       return ec;
+    // Not on iWARP: each post there is reported to the peer as credit (credit_flow.hpp),
+    // whose flow is left exactly as it is.
+    if (!device_->iwarp)
+      own_receives_.post_in_batches();
   }
   sync_interest();
   if ((ec = send_block_.allocate(pd(), send_depth, options_.max_message_size, 0)))

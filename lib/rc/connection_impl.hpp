@@ -113,7 +113,7 @@ public:
   void handle_receive(std::uint32_t index, const ibv_wc& wc, from origin);
   /// Sends or released receive buffers are waiting to be posted.
   bool has_unposted_work() const {
-    return sends_.has_queued() || (!shared_ && receives_->has_released());
+    return sends_.has_queued() || (!shared_ && receives_->post_due());
   }
   /// Posts queued sends and released receive buffers. The sends that complete when posted
   /// complete from `origin` (from::user_call inside an initiating function).

@@ -106,6 +106,8 @@ void connection_impl::on_receive_complete(completion_target* target, const ibv_w
 
 void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc, from origin) {
   ++completions_;
+  if (!shared_)
+    receives_->consumed();
   if (wc.status == IBV_WC_SUCCESS) {
     reporter_.arrived();
     const arrived_message msg = arrived_message::from(index, wc);
@@ -209,7 +211,7 @@ void connection_impl::take_back(std::uint32_t slot) noexcept {
   release_receive(slot);
   // A shared receive queue reposts its own; a ring of our own is reposted at the end of
   // this turn (or of the completion batch running now: schedule_post), as an emptied slot is.
-  if (!shared_ && state_ == state::open)
+  if (!shared_ && state_ == state::open && receives_->post_due())
     schedule_post();
 }
 

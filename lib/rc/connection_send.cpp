@@ -304,15 +304,17 @@ void connection_impl::post_queued(from origin) {
     post_sends(qp_, origin);
   // Receives after sends: in a request/response exchange the next request is
   // on the critical path, and the buffers just freed are not (the others of
-  // the ring stay posted for the reply). One chained post for every buffer
-  // freed since the last post. (A failed post of sends may have closed the
-  // connection meanwhile.)
-  if (receives_->has_released() && !shared_) {
+  // the ring stay posted for the reply). One chained post for the buffers freed
+  // since the last post, once there are enough of them (receive_ring::post_due).
+  // (A failed post of sends may have closed the connection meanwhile.)
+  if (!shared_ && receives_->post_due()) {
     if (state_ == state::closing || state_ == state::closed || !qp_created_)
       receives_->forget_released();
     else if (const auto count = receives_->released_count(); auto ec = receives_->post_to(qp_))
       begin_close(ec);
     else {
+      ++statistics_.receive_posts;
+      statistics_.receives_posted += count;
       reporter_.posted(count);
       report_credits();
     }

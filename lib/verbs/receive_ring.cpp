@@ -27,6 +27,8 @@ error_code receive_ring::init(ibv_pd* pd, std::uint32_t depth, std::size_t slot_
   slots_.resize(depth);
   released_ = std::make_unique<std::uint32_t[]>(depth);
   released_count_ = 0;
+  batch_ = 1;
+  posted_ = low_water_ = 0;
   wrs_.resize(depth);
   sges_.resize(depth);
   for (std::uint32_t i = 0; i < depth; ++i) {
@@ -57,10 +59,19 @@ ibv_recv_wr* receive_ring::chain() {
   return first;
 }
 
+void receive_ring::post_in_batches() noexcept {
+  const auto depth = static_cast<std::uint32_t>(slots_.size());
+  if (depth < 16)
+    return;
+  batch_ = std::min<std::uint32_t>(8, depth / 8);
+  low_water_ = depth - 2 * batch_;
+}
+
 template <typename Queue, typename Post>
 error_code receive_ring::post_released(Queue* queue, Post post) {
   if (released_count_ == 0)
     return {};
+  posted_ += released_count_; // less the unposted, below
   ibv_recv_wr* first = chain();
   ibv_recv_wr* bad = nullptr;
   if (int rc = post(queue, first, &bad)) {
@@ -68,8 +79,10 @@ error_code receive_ring::post_released(Queue* queue, Post post) {
     // post_to() retries them instead of the ring shrinking for good (a shared receive
     // queue outlives one failed post). Without `bad` nothing is known to be unposted, and
     // posting a slot twice would let two messages land in one buffer: none is kept.
-    for (ibv_recv_wr* wr = bad; wr != nullptr; wr = wr->next)
+    for (ibv_recv_wr* wr = bad; wr != nullptr; wr = wr->next) {
       release(static_cast<receive_slot*>(completion_target::of(wr->wr_id))->index);
+      --posted_;
+    }
     return from_returned_errno(rc);
   }
   return {};
