@@ -56,9 +56,8 @@ void connection_impl::take_peer_private_data(std::span<const std::byte> data) {
 }
 
 void connection_impl::refresh_credits() {
-  if (!sends_.credit_limited())
-    return;
-  // The peer's RDMA write lands while we run: one atomic load, checked (credit_word).
+  // Called only while credits limit the sends (post_sends asks). The peer's RDMA write
+  // lands while we run: one atomic load, checked (credit_word).
   const auto* word = reinterpret_cast<const std::uint64_t*>(credit_block_.slot(peer_word_slot));
   if (auto posted = posted_in(__atomic_load_n(word, __ATOMIC_ACQUIRE)))
     sends_.peer_posted(*posted);

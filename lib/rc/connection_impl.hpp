@@ -211,6 +211,7 @@ private:
   /// Keeps the peer's private data for the user, less the credit offer it may end with,
   /// which starts the flow control.
   void take_peer_private_data(std::span<const std::byte> data);
+  /// Takes the peer's count of posted receives; only while sends_.credit_limited().
   void refresh_credits();
   void wait_for_credits();
   void report_credits();

@@ -109,7 +109,8 @@ void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc, from
   if (!shared_)
     receives_->consumed();
   if (wc.status == IBV_WC_SUCCESS) {
-    reporter_.arrived();
+    if (reports_credits_)
+      reporter_.arrived();
     const arrived_message msg = arrived_message::from(index, wc);
     operation* waiting = waiting_receives_.front();
     // The common case (a receive waits, or a listener, no earlier message is queued, it

@@ -315,14 +315,17 @@ void connection_impl::post_queued(from origin) {
     else {
       ++statistics_.receive_posts;
       statistics_.receives_posted += count;
-      reporter_.posted(count);
-      report_credits();
+      if (reports_credits_) { // iWARP: the peer learns of them as credit (credit_flow.hpp)
+        reporter_.posted(count);
+        report_credits();
+      }
     }
   }
 }
 
 void connection_impl::post_sends(ibv_qp* qp, from origin) {
-  refresh_credits();
+  if (sends_.credit_limited()) // iWARP: the peer's word says how many receives it posted
+    refresh_credits();
   // As many queued requests as the send queue has room for, chained.
   const auto chain = sends_.take([this](operation* op) {
     op->posted = true;

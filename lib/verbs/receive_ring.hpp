@@ -87,8 +87,9 @@ private:
   std::unique_ptr<std::uint32_t[]> released_; // one per slot; the first released_count_ hold
   std::uint32_t released_count_ = 0;          // slots released since the last post
   std::uint32_t batch_ = 1;     // slots released before post_due() (post_in_batches)
-  std::uint32_t posted_ = 0;    // slots posted whose completion has not arrived (batches only)
-  std::uint32_t low_water_ = 0; // fewer posted: post_due() at the first release (batches only)
+  std::uint32_t posted_ = 0;    // slots posted whose completion has not arrived (read and
+                                // kept exact only in batches: consumed() is the caller's)
+  std::uint32_t low_water_ = 0; // fewer posted: post_due() at the first release (batches)
   std::vector<ibv_recv_wr> wrs_; // one per slot, built once (init)
   std::vector<ibv_sge> sges_;    // one per slot
 };
