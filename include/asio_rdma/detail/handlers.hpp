@@ -1,7 +1,7 @@
 // What every initiation needs of a handler before lib/ takes it (as a pending_operation):
-// whether it runs on the I/O executor, and a posted completion for an object that is not
-// open; and `from`, where an operation completes from (light enough for lib/'s verbs
-// layer, which passes it with every completion, to include without the rest).
+// a posted completion for an object that is not open; and `from`, where an operation
+// completes from (light enough for lib/'s verbs layer, which passes it with every
+// completion, to include without the rest).
 #pragma once
 
 #include <asio_rdma/error.hpp>
@@ -39,15 +39,6 @@ enum class from : std::uint8_t {
 /// per thread, shared by the library and the program (default visibility, as Asio's own
 /// per-thread state).
 inline thread_local bool work_posted = false;
-
-/// True if `handler` runs on the I/O executor `io` itself (a coroutine on the
-/// connection's io_context, or a callback without an executor of its own):
-/// its completion, which runs on `io`, may then call it directly, without
-/// type-erased executor layers (which cost a heap allocation each).
-template <typename Handler>
-bool runs_on(const Handler& handler, const boost::asio::any_io_executor& io) {
-  return boost::asio::get_associated_executor(handler, io) == io;
-}
 
 /// Completes an operation that never started (its object is not open) with `args`,
 /// posted, never invoked inside the initiating function: to the I/O executor `io` while the

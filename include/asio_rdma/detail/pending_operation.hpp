@@ -60,6 +60,25 @@ public:
   pending_operation(Handler&& handler, const boost::asio::any_io_executor& io)
       : pending_operation(decided{runs_on(handler, io)}, std::forward<Handler>(handler)) {}
 
+  /// True if `handler` runs on the I/O executor `io` itself (a coroutine on the
+  /// connection's io_context, or a callback without an executor of its own): its
+  /// completion, which runs on `io`, may then call it directly, without type-erased
+  /// executor layers (which cost a heap allocation each).
+  template <typename Handler>
+  static bool runs_on(const Handler& handler, const boost::asio::any_io_executor& io) {
+    const auto ex = boost::asio::get_associated_executor(handler, io);
+    if constexpr (std::is_same_v<std::decay_t<decltype(ex)>, boost::asio::any_io_executor>) {
+      // Both type-erased, as a coroutine's and the connection's are: two io_context
+      // executors compare as themselves, without any_executor's equality (a call
+      // through its function table, which looks both targets up again).
+      using io_executor = boost::asio::io_context::executor_type;
+      if (const auto* mine = ex.template target<io_executor>())
+        if (const auto* theirs = io.template target<io_executor>())
+          return *mine == *theirs;
+    }
+    return ex == io;
+  }
+
   /// A handler that comes already type-erased (one the library hands on): not known to
   /// run on the I/O executor, so a completion path dispatches it.
   explicit pending_operation(handler_type handler) noexcept : handler_(std::move(handler)) {}

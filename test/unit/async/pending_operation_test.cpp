@@ -77,6 +77,32 @@ BOOST_AUTO_TEST_CASE(a_handler_with_its_own_executor_is_dispatched_there) {
   BOOST_TEST(in_strand);
 }
 
+BOOST_AUTO_TEST_CASE(a_handler_bound_to_a_type_erased_executor_runs_directly_only_on_the_io_one) {
+  // runs_on compares two io_context executors inside any_io_executors as themselves: the
+  // same io_context's is the I/O executor; another io_context's, or a strand's of the same
+  // io_context, is not (it is dispatched there).
+  asio::io_context io, other;
+  const asio::any_io_executor same = io.get_executor();
+  const asio::any_io_executor elsewhere = other.get_executor();
+  const asio::any_io_executor on_strand = asio::make_strand(io);
+  auto ran_inside = [&](const asio::any_io_executor& bound) {
+    bool got = false;
+    op_type op(asio::bind_executor(bound, [&](error_code, std::size_t) { got = true; }),
+               io.get_executor());
+    op.complete(io.get_executor(), from::completion_path, error_code(), 1);
+    const bool inside = got;
+    io.restart();
+    io.run();
+    other.restart();
+    other.run();
+    BOOST_TEST(got); // it ran in the end, wherever it belongs
+    return inside;
+  };
+  BOOST_TEST(ran_inside(same));
+  BOOST_TEST(!ran_inside(elsewhere));
+  BOOST_TEST(!ran_inside(on_strand));
+}
+
 BOOST_AUTO_TEST_CASE(a_type_erased_handler_is_dispatched_at_once_on_its_executor) {
   // A handler the library hands on arrives erased: not known to run on the I/O executor,
   // it is dispatched, which runs it at once when the caller already runs there.
