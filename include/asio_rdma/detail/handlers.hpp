@@ -8,7 +8,6 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>
-#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/post.hpp>
 
 #include <cstddef>
