@@ -116,6 +116,7 @@ inline test_parameters parameters_for(const settings& s, std::size_t size) {
   t.post_answers = s.lat_post_send;
   t.acknowledged_sends = s.acknowledged_sends;
   t.copied_sends = s.copied_sends;
+  t.asio_floor = s.asio_floor;
   t.depth = static_cast<std::uint16_t>(s.depth);
   t.size = static_cast<std::uint32_t>(size);
   t.inline_size = s.inline_size;

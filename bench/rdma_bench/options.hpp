@@ -73,6 +73,9 @@ struct settings {
   /// which the library copies: into the work request inline, or its own registered slot)
   /// instead of from a registered region (`async_send(local_buffer)`, zero-copy).
   bool copied_sends = false;
+  /// Raw verbs, send latency (both ends): each step of the ping-pong awaited through
+  /// Asio's use_awaitable, with no library in between (asio_floor.hpp).
+  bool asio_floor = false;
   completion_mode completion = completion_mode::event; // raw verbs: busy unless given
   /// --completion adaptive: how long to keep polling after a completion, in µs, at both
   /// ends (connection_options::adaptive_spin); 0: the library's default.

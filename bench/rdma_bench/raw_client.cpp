@@ -3,6 +3,7 @@
 // posted with one ibv_post_send and only the last is signalled; completions
 // are polled 16 at a time. Latency: one operation at a time; write latency
 // polls the last byte of the buffer the peer writes into, as ib_write_lat.
+#include "asio_floor.hpp"
 #include "measurement.hpp"
 #include "raw_common.hpp"
 #include "raw_verbs.hpp"
@@ -155,6 +156,8 @@ void wait_for(endpoint& ep, std::initializer_list<ibv_wc_opcode> wanted) {
 
 result latency(const settings& s, endpoint& ep, const buffer_description& remote,
                std::size_t size) {
+  if (s.asio_floor)
+    return awaited_latency(s, ep, size);
   ibv_send_wr wr;
   ibv_sge sge;
   prepare(wr, sge, ep, remote, s.op, size, 0);

@@ -3,6 +3,7 @@
 // latency it answers each message in kind; for one-sided bandwidth it only
 // waits for the disconnect. It busy-polls, or sleeps on its completion
 // channel when the client asked for event completions.
+#include "asio_floor.hpp"
 #include "raw_common.hpp"
 #include "raw_verbs.hpp"
 
@@ -55,6 +56,8 @@ public:
     if (t_.mode == test_mode::latency &&
         (t_.op == operation::write || t_.op == operation::write_imm))
       return write_ping_pong(client);
+    if (t_.mode == test_mode::latency && t_.op == operation::send && t_.asio_floor)
+      return awaited_echo(ep_, t_.size, [this] { return wait_disconnect(0); });
     if (t_.mode == test_mode::latency && t_.op == operation::send)
       return send_ping_pong();
     if (receives_)

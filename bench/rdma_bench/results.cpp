@@ -81,6 +81,7 @@ void write_json(const std::string& path, const settings& s, const std::string& d
         {"lat_send", s.lat_post_send ? "post" : "await"},
         {"send_completion", s.acknowledged_sends ? "ack" : "post"},
         {"send_from", s.copied_sends ? "copied" : "registered"},
+        {"asio_floor", s.asio_floor},
         {"completion", name(s.completion)},
         {"bidirectional", s.bidirectional},
         {"inline", s.inline_size}}},

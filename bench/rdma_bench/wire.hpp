@@ -12,7 +12,8 @@
 //                  awaits only the next request, --lat-send post; 16: both ends' copied
 //                  sends complete on acknowledgement, --send-completion ack; 32: both
 //                  ends send from plain memory, which the library copies, --send-from
-//                  copied)
+//                  copied; 64: the raw-verbs send ping-pong awaited through Asio at both
+//                  ends, --asio-floor)
 //   6  u16         depth (operations in flight)
 //   8  u32         message size
 //  12  u32         inline threshold
@@ -52,6 +53,7 @@ struct test_parameters {
   bool post_answers = false;        // framework server: latency answers not awaited
   bool acknowledged_sends = false;  // framework: send_completion::at_acknowledgement
   bool copied_sends = false;        // framework send: asio::buffer, not registered memory
+  bool asio_floor = false;          // raw verbs: each step awaited through Asio (asio_floor.hpp)
   std::uint16_t depth = 1;
   std::uint32_t size = 0;
   std::uint32_t inline_size = 0;
@@ -92,9 +94,10 @@ inline void put(std::byte* p, std::uint64_t value, int bytes) {
 /// The bits of byte 5; a decoder ignores the others (a later client's).
 namespace flag {
 constexpr std::uint8_t bidirectional = 1, event_completion = 2, adaptive_completion = 4,
-                       post_answers = 8, acknowledged_sends = 16, copied_sends = 32;
+                       post_answers = 8, acknowledged_sends = 16, copied_sends = 32,
+                       asio_floor = 64;
 constexpr std::uint8_t known = bidirectional | event_completion | adaptive_completion |
-                               post_answers | acknowledged_sends | copied_sends;
+                               post_answers | acknowledged_sends | copied_sends | asio_floor;
 } // namespace flag
 
 inline std::uint64_t get(const std::byte* p, int bytes) {
@@ -118,7 +121,8 @@ inline std::array<std::byte, test_parameters::encoded_size> encode(const test_pa
                                   (t.adaptive_completion ? wire::flag::adaptive_completion : 0) |
                                   (t.post_answers ? wire::flag::post_answers : 0) |
                                   (t.acknowledged_sends ? wire::flag::acknowledged_sends : 0) |
-                                  (t.copied_sends ? wire::flag::copied_sends : 0));
+                                  (t.copied_sends ? wire::flag::copied_sends : 0) |
+                                  (t.asio_floor ? wire::flag::asio_floor : 0));
   wire::put(&out[6], t.depth, 2);
   wire::put(&out[8], t.size, 4);
   wire::put(&out[12], t.inline_size, 4);
@@ -157,6 +161,7 @@ inline std::optional<test_parameters> decode(std::span<const std::byte> in, std:
   t.post_answers = (flags & wire::flag::post_answers) != 0;
   t.acknowledged_sends = (flags & wire::flag::acknowledged_sends) != 0;
   t.copied_sends = (flags & wire::flag::copied_sends) != 0;
+  t.asio_floor = (flags & wire::flag::asio_floor) != 0;
   t.depth = static_cast<std::uint16_t>(wire::get(&in[6], 2));
   t.size = static_cast<std::uint32_t>(wire::get(&in[8], 4));
   t.inline_size = static_cast<std::uint32_t>(wire::get(&in[12], 4));

@@ -128,6 +128,17 @@ BOOST_AUTO_TEST_CASE(bad_options_say_why) {
   BOOST_TEST(rejects({"client", "h", "--send-from", "copied", "--batch", "4"}, "drop --batch"));
   BOOST_TEST(!parse({"client", "h"}).copied_sends);
   BOOST_TEST(parse({"client", "h", "--send-from", "copied"}).copied_sends);
+  BOOST_TEST(rejects({"client", "h", "--asio-floor"}, "applies to --raw-verbs --op send"));
+  BOOST_TEST(rejects({"client", "h", "--asio-floor", "--raw-verbs"},
+                     "applies to --raw-verbs --op send --mode lat"));
+  BOOST_TEST(rejects({"client", "h", "--asio-floor", "--raw-verbs", "--mode", "lat", "--op",
+                      "write"},
+                     "applies to --raw-verbs --op send --mode lat"));
+  BOOST_TEST(rejects({"client", "h", "--asio-floor", "--raw-verbs", "--mode", "lat",
+                      "--completion", "event"},
+                     "with busy polling"));
+  BOOST_TEST(!parse({"client", "h", "--raw-verbs", "--mode", "lat"}).asio_floor);
+  BOOST_TEST(parse({"client", "h", "--raw-verbs", "--mode", "lat", "--asio-floor"}).asio_floor);
   BOOST_TEST(rejects({"client", "h", "extra"}, "not expected: extra"));
   BOOST_TEST(rejects({"server", "--op", "send"}, "not expected"));
 }
@@ -141,6 +152,7 @@ BOOST_AUTO_TEST_CASE(parameters_round_trip_in_the_private_data) {
   t.post_answers = true;
   t.acknowledged_sends = true;
   t.copied_sends = true;
+  t.asio_floor = true;
   t.depth = 300;
   t.size = 65536;
   t.inline_size = 128;
@@ -157,6 +169,7 @@ BOOST_AUTO_TEST_CASE(parameters_round_trip_in_the_private_data) {
   BOOST_TEST(back->post_answers);
   BOOST_TEST(back->acknowledged_sends);
   BOOST_TEST(back->copied_sends);
+  BOOST_TEST(back->asio_floor);
   BOOST_TEST(back->depth == 300);
   BOOST_TEST(back->size == 65536u);
   BOOST_TEST(back->inline_size == 128u);

@@ -18,6 +18,7 @@ bool same(const rdma_bench::test_parameters& a, const rdma_bench::test_parameter
          a.event_completion == b.event_completion &&
          a.adaptive_completion == b.adaptive_completion && a.post_answers == b.post_answers &&
          a.acknowledged_sends == b.acknowledged_sends && a.copied_sends == b.copied_sends &&
+         a.asio_floor == b.asio_floor &&
          a.depth == b.depth && a.size == b.size && a.inline_size == b.inline_size &&
          a.adaptive_spin_us == b.adaptive_spin_us;
 }
