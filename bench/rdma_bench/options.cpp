@@ -247,7 +247,7 @@ void describe(CLI::App& app, settings& s) {
              "before they wait for an event, in µs (connection_options::adaptive_spin; "
              "default the library's, 200)", true);
   client->add_flag("--asio-floor", s.asio_floor,
-                   "with --raw-verbs --op send --mode lat and busy polling, at both ends: each "
+                   "with --raw-verbs --op send --mode lat, at both ends: each "
                    "step of the ping-pong awaited through Asio's use_awaitable, with no library "
                    "in between (what any Asio coroutine library pays at least)");
   client->add_option("--json", s.json_path, "also write the results and parameters as JSON")
@@ -322,9 +322,9 @@ std::string check(const settings& s) {
     return "--send-from applies to --op send on asio_rdma connections";
   if (s.copied_sends && s.batch > 1)
     return "--send-from copied sends one message per operation: drop --batch";
-  if (s.asio_floor && (!s.raw_verbs || s.op != operation::send ||
-                       s.mode != test_mode::latency || s.completion != completion_mode::busy))
-    return "--asio-floor applies to --raw-verbs --op send --mode lat with busy polling";
+  if (s.asio_floor &&
+      (!s.raw_verbs || s.op != operation::send || s.mode != test_mode::latency))
+    return "--asio-floor applies to --raw-verbs --op send --mode lat";
   if (s.batch > 1) {
     if (s.raw_verbs)
       return "--batch applies to asio_rdma connections (--raw-verbs posts lists of its own)";

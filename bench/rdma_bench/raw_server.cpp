@@ -57,7 +57,7 @@ public:
         (t_.op == operation::write || t_.op == operation::write_imm))
       return write_ping_pong(client);
     if (t_.mode == test_mode::latency && t_.op == operation::send && t_.asio_floor)
-      return awaited_echo(ep_, t_.size, [this] { return wait_disconnect(0); });
+      return awaited_echo(ep_, t_.size, [this] { return wait_disconnect(0); }, channel_->fd);
     if (t_.mode == test_mode::latency && t_.op == operation::send)
       return send_ping_pong();
     if (receives_)

@@ -120,19 +120,21 @@ else
   echo "$out"
   fails=$((fails + 1))
 fi
-# --asio-floor: the raw-verbs send ping-pong awaited through Asio at both ends. Twice, then
-# a plain raw-verbs ping-pong: the server's awaited echo ends with its client (it serves one
-# at a time and turns the next away while busy), and measured round trips come back.
-for run in floor floor plain; do
+# --asio-floor: the raw-verbs send ping-pong awaited through Asio at both ends, busy and
+# with completion events, then a plain raw-verbs ping-pong: the server's awaited echo ends
+# with its client (it serves one at a time and turns the next away while busy), and
+# measured round trips come back.
+for run in floor floor-event plain; do
   extra=()
   [ $run = floor ] && extra=(--asio-floor)
+  [ $run = floor-event ] && extra=(--asio-floor --completion event)
   json=$dir/raw-floor.json
   rm -f "$json"
   if out=$(timeout 120 "$B" client "$A" --port 7481 --raw-verbs "${extra[@]}" --mode lat \
     --op send --size 8 --iterations 2000 --warmup 0.1 --json "$json" 2>&1) &&
     python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
-floor = sys.argv[2] == "floor"
+floor = sys.argv[2].startswith("floor")
 sys.exit(d["parameters"]["asio_floor"] != floor or d["results"][0]["iterations"] < 2000 or
          not d["results"][0]["lat_p50_us"] > 0)' "$json" $run; then
     echo "ok: raw send lat ($run): $(echo "$out" | tail -1)"
