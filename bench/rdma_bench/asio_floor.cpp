@@ -36,6 +36,12 @@ public:
     wr_.opcode = IBV_WR_SEND;
     inline_ = size <= ep.inline_limit ? IBV_SEND_INLINE : 0;
   }
+  ~awaited_steps() {
+    if (events_.is_open())
+      events_.release(); // the endpoint's completion channel closes it
+    if (cm_ && cm_->is_open())
+      cm_->release(); // and the CM event channel its own
+  }
 
   /// Posts the message (inline where it fits: its bytes are then in the work request) and
   /// completes when the poll turn that started it ends: never inside this call.
@@ -56,13 +62,6 @@ public:
   asio::awaitable<void> receive() {
     return asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
         [this](handler h) { waiting_.emplace(std::move(h)); }, asio::use_awaitable);
-  }
-
-  ~awaited_steps() {
-    if (events_.is_open())
-      events_.release(); // the endpoint's completion channel closes it
-    if (cm_ && cm_->is_open())
-      cm_->release(); // and the CM event channel its own
   }
 
   /// Polls until stop(), busy or, when `ep` has a completion channel, after each of its
