@@ -267,6 +267,9 @@ error_code connection_impl::create_resources(ibv_context* context) {
   arrived_.reset(recv_depth);
   sends_.set_depth(window);
   sends_.set_iwarp(device_->iwarp);
+  // Not on iWARP (connection_options.hpp: little to gain, and SoftiWARP left shared-queue
+  // closes unfinished with unsignalled sends outstanding).
+  sends_complete_at_post_ = options_.send_completion == send_completion::at_post && !device_->iwarp;
   sends_.set_signal_large_payloads(device_->soft_iwarp && !options_.siw_zero_copy);
   free_send_slots_.reserve(send_depth);
   for (std::uint32_t i = send_depth; i > 0; --i)

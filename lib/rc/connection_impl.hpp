@@ -246,6 +246,9 @@ private:
   void prepare_send(operation* op);
   void release_send_slot(operation* op);
   void finish_posted(operation* op, ibv_wc_status status, from origin);
+  /// A send completed at post whose work request is over: freed, or left to the run of
+  /// its handler (handler_due) to free.
+  void retire_completed_at_post(operation* op);
   static void after_cq_batch(void* self);
   static void on_send_complete(completion_target* target, const ibv_wc& wc, from origin);
   static void on_receive_complete(completion_target* target, const ibv_wc& wc, from origin);
@@ -388,6 +391,8 @@ private:
   bool due_run_scheduled_ = false;
   bool running_due_ = false;
   bool posting_batch_end_ = false; // after_cq_batch posts what its batch queued
+  /// Copied sends complete when posted (send_completion::at_post, not on iWARP).
+  bool sends_complete_at_post_ = false;
   bool rang_in_batch_ = false; // a send completed at post was posted during the batch
   bool lingering_ = false; // linger(): closing, not yet disconnected
   intrusive_queue<operation> waiting_receives_;

@@ -371,16 +371,14 @@ void connection_impl::post_sends(ibv_qp* qp, from origin) {
 }
 
 bool connection_impl::completes_at_post(const operation* op) const noexcept {
-  // Not on iWARP (connection_options.hpp: little to gain, and SoftiWARP left shared-queue
-  // closes unfinished with unsignalled sends outstanding). post_sends also requires that
-  // nothing posted before it awaits its acknowledgement (RC's order). (An inline send of
-  // registered memory would qualify too, its bytes being in the work request; measured
-  // on rxe0, rdma_bench's ping-pong then ran 0.96x with busy polling but 1.06x with
-  // events (bench/RESULTS.md): it completes with its work completion, as every zero-copy
-  // send does.)
-  return (op->handler_less || (op->kind == op_kind::send &&
-                               options_.send_completion == send_completion::at_post)) &&
-         !device_->iwarp;
+  // Copied sends where sends_complete_at_post_ (decided when the queue pair is made);
+  // post_sends also requires that nothing posted before it awaits its acknowledgement
+  // (RC's order). (An inline send of registered memory would qualify too, its bytes being
+  // in the work request; measured on rxe0, rdma_bench's ping-pong then ran 0.96x with
+  // busy polling but 1.06x with events (bench/RESULTS.md): it completes with its work
+  // completion, as every zero-copy send does.) A request posted by post_completed
+  // (handler_less) is never on iWARP.
+  return op->handler_less || (op->kind == op_kind::send && sends_complete_at_post_);
 }
 
 void connection_impl::complete_posted_sends(ibv_send_wr* first, const ibv_send_wr* end,
@@ -390,7 +388,7 @@ void connection_impl::complete_posted_sends(ibv_send_wr* first, const ibv_send_w
   // were posted whether a chain was posted from an initiating call (their run is posted)
   // or from the io_context (run now). A connection whose sends complete on acknowledgement
   // skips the walk: the post path stays as it was.
-  if (options_.send_completion != send_completion::at_post || device_->iwarp)
+  if (!sends_complete_at_post_)
     return;
   for (ibv_send_wr* wr = first; wr != end; wr = wr->next) {
     auto* op = static_cast<operation*>(completion_target::of(wr->wr_id));
@@ -426,15 +424,15 @@ void connection_impl::run_due_handlers() {
     if (!due_)
       due_tail_ = &due_;
     op->handler_due = false;
-    auto handler = std::move(op->handler);
     if (std::exchange(op->counted, false))
       op_finished();
-    const std::size_t bytes = op->length;
     if (op->acknowledged)
       op_pool_.put(op); // its slot was released with its completion
     else
       ++completed_unacknowledged_;
-    handler.complete(ex_, from::completion_path, error_code(), bytes);
+    // In place: the call moves the handler out of the record before it runs it
+    // (inline_handler), so the record is free for the handler's next operation.
+    op->handler.complete(ex_, from::completion_path, error_code(), std::size_t(op->length));
   }
   running_due_ = false;
 }
@@ -496,6 +494,12 @@ void connection_impl::on_send_complete(completion_target* target, const ibv_wc& 
 }
 
 void connection_impl::finish_posted(operation* op, ibv_wc_status status, from origin) {
+  if (op->completed_at_post && status == IBV_WC_SUCCESS) [[likely]] {
+    // A send completed at post, acknowledged: no handler and nothing to deliver (the
+    // common case of a copied send, kept apart from the error cases below).
+    release_send_slot(op);
+    return retire_completed_at_post(op);
+  }
   std::uint64_t value = op->length;
   if (!op->completed_at_post)
     --awaiting_acknowledgement_;
@@ -525,36 +529,36 @@ void connection_impl::finish_posted(operation* op, ibv_wc_status status, from or
   complete(op, ec, ec ? 0 : value, origin);
 }
 
+void connection_impl::retire_completed_at_post(operation* op) {
+  // Its handler has run, or will (complete_posted_sends, then run_due_handlers frees it).
+  if (op->handler_due) {
+    op->acknowledged = true;
+    return;
+  }
+  --completed_unacknowledged_;
+  op_pool_.put(op);
+}
+
 void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, from origin,
                                const received_message* message) {
   if (op->completed_at_post) {
-    // Its handler has run, or will (complete_posted_sends). An error it met has closed
-    // the connection (finish_posted): the pending and later operations get it.
-    if (op->handler_due) {
-      op->acknowledged = true;
-      return;
-    }
-    --completed_unacknowledged_;
-    op_pool_.put(op);
-    return;
+    // An error it met has closed the connection (finish_posted): the pending and later
+    // operations get it.
+    return retire_completed_at_post(op);
   }
   if (op->batch && !finish_batch_part(op, ec, bytes))
     return; // other requests of its batch are outstanding
-  const bool counted = op->counted;
-  if (op->kind == op_kind::receive) {
-    auto handler = std::move(op->receive_handler);
-    op_pool_.put(op);
-    if (counted)
-      op_finished();
-    handler.complete(ex_, origin, ec,
-                     message ? *message : received_message{bytes, std::nullopt, false});
-    return;
-  }
-  auto handler = std::move(op->handler);
-  op_pool_.put(op);
-  if (counted)
+  // The count first: its update may poll the completion queue, whose completions may take
+  // records from the pool. Then the record back to the pool, and its handler completed in
+  // place: the call moves the handler out of the record before it runs it
+  // (inline_handler), so the handler may start its next operation in this record.
+  if (op->counted)
     op_finished();
-  handler.complete(ex_, origin, ec, bytes);
+  op_pool_.put(op);
+  if (op->kind == op_kind::receive)
+    return op->receive_handler.complete(
+        ex_, origin, ec, message ? *message : received_message{bytes, std::nullopt, false});
+  op->handler.complete(ex_, origin, ec, bytes);
 }
 
 } // namespace asio_rdma::detail
