@@ -2,6 +2,8 @@
 
 #include "error_message.hpp"
 
+#include <infiniband/verbs.h> // ibv_mr: a region's protection domain
+
 #include <asio_rdma/error.hpp>
 
 #include <boost/asio/error.hpp>
