@@ -241,14 +241,33 @@ private:
   void complete_posted_sends(ibv_send_wr* first, const ibv_send_wr* end, from origin);
   /// Runs the handlers due now (from::completion_path), or from a posted task (after a
   /// user's call, where no handler may run).
-  void run_due(from origin);
+  void run_due(from origin) {
+    if (!due_)
+      return;
+    if (origin == from::completion_path)
+      return run_due_handlers();
+    post_once<&connection_impl::due_run_scheduled_, &connection_impl::run_due_handlers>();
+  }
   void run_due_handlers();
   void prepare_send(operation* op);
-  void release_send_slot(operation* op);
+  void release_send_slot(operation* op) {
+    if (op->send_slot != operation::no_slot) {
+      free_send_slots_.push_back(op->send_slot);
+      op->send_slot = operation::no_slot;
+    }
+  }
   void finish_posted(operation* op, ibv_wc_status status, from origin);
-  /// A send completed at post whose work request is over: freed, or left to the run of
-  /// its handler (handler_due) to free.
-  void retire_completed_at_post(operation* op);
+  /// A send completed at post whose work request is over: its send slot released, and
+  /// the record freed, or left to the run of its handler (handler_due) to free.
+  void retire_completed_at_post(operation* op) {
+    release_send_slot(op);
+    if (op->handler_due) {
+      op->acknowledged = true; // run_due_handlers frees it
+      return;
+    }
+    --completed_unacknowledged_;
+    op_pool_.put(op);
+  }
   static void after_cq_batch(void* self);
   static void on_send_complete(completion_target* target, const ibv_wc& wc, from origin);
   static void on_receive_complete(completion_target* target, const ibv_wc& wc, from origin);
@@ -262,7 +281,24 @@ private:
   /// message is queued: a receive or a listener about to wait would miss what it holds.
   /// Returns this connection, held, when it polled: the handlers the poll ran may have
   /// dropped the last other reference, and the caller goes on using it.
-  [[nodiscard]] std::shared_ptr<connection_impl> poll_unwatched_cq();
+  /// (The check inline, on every receive's path; the poll, rarely needed, out of line.)
+  [[nodiscard]] std::shared_ptr<connection_impl> poll_unwatched_cq() {
+    // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
+    // The poll runs other operations' handlers, which may drop the last reference.
+    // (Inside a poll, as when a handler starts the next receive, there is
+    // nothing to poll and nothing to keep alive.) Not while the CQ is waited on: for a
+    // pending operation (this poll would post the handlers of the receives already
+    // waiting, which a completion path running them directly could overtake: receive
+    // handlers must run in the order the messages arrived), or still, for a moment, after
+    // the last one finished (a send completed at post whose handler, run at its batch's end,
+    // starts the next receive: operation_count's deferred update); what arrives then
+    // raises the CQ's event as usual.
+    if (!arrived_.empty() || state_ != state::open || !cq_ || cq_->polling() || ops_.any() ||
+        cq_interest_)
+      return nullptr;
+    return poll_cq_now();
+  }
+  std::shared_ptr<connection_impl> poll_cq_now(); // poll_unwatched_cq's poll
   /// The connection ended: the listener is removed and told, from the completion path.
   void end_listener();
   void release_receive(std::uint32_t slot);
@@ -308,12 +344,38 @@ private:
   /// is none), any other operation with `bytes`.
   void complete(operation* op, error_code ec, std::size_t bytes, from origin,
                 const received_message* message = nullptr);
-  operation* new_op(op_kind kind);
+  /// A pooled operation record, reset for a new operation (inline: every operation's path).
+  operation* new_op(op_kind kind) {
+    operation* op = op_pool_.get();
+    op->owner = this;
+    op->kind = kind;
+    op->posted = false;
+    op->counted = false;
+    op->atomic = false;
+    op->completed_at_post = false;
+    op->handler_less = false;
+    op->handler_due = false;
+    op->acknowledged = false;
+    op->immediate.reset();
+    op->send_slot = operation::no_slot;
+    op->length = 0;
+    op->batch = nullptr;
+    return op;
+  }
   /// Queues a signalled zero-length RDMA write (keepalive's probe; a close's linger),
   /// whatever the state: its completion says the peer acknowledged everything before it.
   /// `overtakes`: it may pass every queued request.
   void queue_probe(size_operation&& done, bool overtakes = false);
-  void queue_send(operation* op, bool overtakes = false);
+  /// A counted operation joins the send queue, posted now or at the batch's end.
+  void queue_send(operation* op, bool overtakes = false) {
+    op->counted = true;
+    op_started();
+    if (overtakes)
+      sends_.queue_first(op);
+    else
+      sends_.queue(op);
+    post_or_batch(op);
+  }
   void post_or_batch(operation* op);
   error_code check_batch(std::span<const batch_entry> entries) const;
   bool finish_batch_part(operation*& op, error_code& ec, std::size_t& bytes);

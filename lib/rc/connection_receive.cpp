@@ -32,20 +32,7 @@ void start_receive_lent(connection_impl* impl, message_operation&& pending) {
   impl->receive({}, std::move(pending), true);
 }
 
-std::shared_ptr<connection_impl> connection_impl::poll_unwatched_cq() {
-  // Messages may be waiting in the CQ: nobody polls it while no operation is pending.
-  // The poll runs other operations' handlers, which may drop the last reference.
-  // (Inside a poll, as when a handler starts the next receive, there is
-  // nothing to poll and nothing to keep alive.) Not while the CQ is waited on: for a
-  // pending operation (this poll would post the handlers of the receives already
-  // waiting, which a completion path running them directly could overtake: receive
-  // handlers must run in the order the messages arrived), or still, for a moment, after
-  // the last one finished (a send completed at post whose handler, run at its batch's end,
-  // starts the next receive: operation_count's deferred update); what arrives then
-  // raises the CQ's event as usual.
-  if (!arrived_.empty() || state_ != state::open || !cq_ || cq_->polling() || ops_.any() ||
-      cq_interest_)
-    return nullptr;
+std::shared_ptr<connection_impl> connection_impl::poll_cq_now() {
   auto keep_alive = shared_from_this();
   cq_->poll();
   return keep_alive;
@@ -131,7 +118,9 @@ void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc, from
     else if (state_ == state::open)
       queue_pair_failed();
   }
-  deliver_waiting(origin);
+  // Nothing queued and still open (the common case): nothing to deliver, no call.
+  if (!arrived_.empty() || state_ == state::closing || state_ == state::closed)
+    deliver_waiting(origin);
   maybe_finish_close();
 }
 

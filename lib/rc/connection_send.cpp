@@ -105,34 +105,6 @@ void connection_impl::queue_probe(size_operation&& done, bool overtakes) {
   queue_send(probe, overtakes);
 }
 
-operation* connection_impl::new_op(op_kind kind) {
-  operation* op = op_pool_.get();
-  op->owner = this;
-  op->kind = kind;
-  op->posted = false;
-  op->counted = false;
-  op->atomic = false;
-  op->completed_at_post = false;
-  op->handler_less = false;
-  op->handler_due = false;
-  op->acknowledged = false;
-  op->immediate.reset();
-  op->send_slot = operation::no_slot;
-  op->length = 0;
-  op->batch = nullptr;
-  return op;
-}
-
-void connection_impl::queue_send(operation* op, bool overtakes) {
-  op->counted = true;
-  op_started();
-  if (overtakes)
-    sends_.queue_first(op);
-  else
-    sends_.queue(op);
-  post_or_batch(op);
-}
-
 void connection_impl::post_or_batch(operation* op) {
   // An idle send queue (no completion on its way) rings the doorbell at once (latency);
   // otherwise the request joins the batch posted at the end of this io_context turn. A
@@ -404,14 +376,6 @@ void connection_impl::complete_posted_sends(ibv_send_wr* first, const ibv_send_w
   run_due(origin);
 }
 
-void connection_impl::run_due(from origin) {
-  if (!due_)
-    return;
-  if (origin == from::completion_path)
-    return run_due_handlers();
-  post_once<&connection_impl::due_run_scheduled_, &connection_impl::run_due_handlers>();
-}
-
 void connection_impl::run_due_handlers() {
   // A handler may start work, close the connection, and so poll the completion queue,
   // which may report a due send acknowledged (complete() leaves it to this loop), or post
@@ -469,13 +433,6 @@ void connection_impl::prepare_send(operation* op) {
   }
 }
 
-void connection_impl::release_send_slot(operation* op) {
-  if (op->send_slot != operation::no_slot) {
-    free_send_slots_.push_back(op->send_slot);
-    op->send_slot = operation::no_slot;
-  }
-}
-
 void connection_impl::on_send_complete(completion_target* target, const ibv_wc& wc, from origin) {
   auto* op = static_cast<operation*>(target);
   connection_impl* self = op->owner;
@@ -486,6 +443,10 @@ void connection_impl::on_send_complete(completion_target* target, const ibv_wc& 
     keep_alive = self->shared_from_this();
   // Unsignalled requests posted before this one have completed successfully.
   self->sends_.completed(op, wc.status, [self, origin](operation* done, ibv_wc_status status) {
+    // A send completed at post, acknowledged (the common case of a copied send): nothing
+    // to deliver, no call.
+    if (done->completed_at_post && status == IBV_WC_SUCCESS) [[likely]]
+      return self->retire_completed_at_post(done);
     self->finish_posted(done, status, origin);
   });
   if (self->shared_ && self->sends_.has_queued())
@@ -494,12 +455,8 @@ void connection_impl::on_send_complete(completion_target* target, const ibv_wc& 
 }
 
 void connection_impl::finish_posted(operation* op, ibv_wc_status status, from origin) {
-  if (op->completed_at_post && status == IBV_WC_SUCCESS) [[likely]] {
-    // A send completed at post, acknowledged: no handler and nothing to deliver (the
-    // common case of a copied send, kept apart from the error cases below).
-    release_send_slot(op);
+  if (op->completed_at_post && status == IBV_WC_SUCCESS) [[likely]]
     return retire_completed_at_post(op);
-  }
   std::uint64_t value = op->length;
   if (!op->completed_at_post)
     --awaiting_acknowledgement_;
@@ -527,16 +484,6 @@ void connection_impl::finish_posted(operation* op, ibv_wc_status status, from or
     begin_close(ec);
   }
   complete(op, ec, ec ? 0 : value, origin);
-}
-
-void connection_impl::retire_completed_at_post(operation* op) {
-  // Its handler has run, or will (complete_posted_sends, then run_due_handlers frees it).
-  if (op->handler_due) {
-    op->acknowledged = true;
-    return;
-  }
-  --completed_unacknowledged_;
-  op_pool_.put(op);
 }
 
 void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, from origin,
