@@ -256,6 +256,8 @@ private:
       op->send_slot = operation::no_slot;
     }
   }
+  /// A posted request's completion with `status`: all but an acknowledged send completed
+  /// at post, which on_send_complete retires itself.
   void finish_posted(operation* op, ibv_wc_status status, from origin);
   /// A send completed at post whose work request is over: its send slot released, and
   /// the record freed, or left to the run of its handler (handler_due) to free.

@@ -455,8 +455,6 @@ void connection_impl::on_send_complete(completion_target* target, const ibv_wc& 
 }
 
 void connection_impl::finish_posted(operation* op, ibv_wc_status status, from origin) {
-  if (op->completed_at_post && status == IBV_WC_SUCCESS) [[likely]]
-    return retire_completed_at_post(op);
   std::uint64_t value = op->length;
   if (!op->completed_at_post)
     --awaiting_acknowledgement_;
@@ -495,13 +493,12 @@ void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, 
   }
   if (op->batch && !finish_batch_part(op, ec, bytes))
     return; // other requests of its batch are outstanding
-  // The count first: its update may poll the completion queue, whose completions may take
-  // records from the pool. Then the record back to the pool, and its handler completed in
-  // place: the call moves the handler out of the record before it runs it
-  // (inline_handler), so the handler may start its next operation in this record.
+  // The record back to the pool and the count down, then its handler completed in place:
+  // the call moves the handler out of the record before it runs it (inline_handler), so
+  // the handler may start its next operation in this record.
+  op_pool_.put(op);
   if (op->counted)
     op_finished();
-  op_pool_.put(op);
   if (op->kind == op_kind::receive)
     return op->receive_handler.complete(
         ex_, origin, ec, message ? *message : received_message{bytes, std::nullopt, false});
