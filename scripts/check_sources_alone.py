@@ -5,7 +5,7 @@ CI builds the library in unity batches (ASIO_RDMA_FAST_BUILD), where a source th
 forgets an include compiles anyway, on what the sources before it in its batch
 included; a plain build (the default, a user's or a distribution's) then fails. Each
 source of each batch is compiled here alone, with the batch's own command and
--fsyntax-only (no code generated: about 25 s for the library on two cores).
+-fsyntax-only (no code generated: about 22 s for the library on two cores).
 
     scripts/check_sources_alone.py BUILD_DIR
 
@@ -17,7 +17,7 @@ import concurrent.futures, json, os, re, shlex, subprocess, sys
 
 
 def batches(build_dir):
-    """(command, directory, sources) of each of the library's unity batches."""
+    """(command, directory, batch file, sources) of each of the library's unity batches."""
     with open(os.path.join(build_dir, "compile_commands.json")) as f:
         commands = json.load(f)
     for entry in commands:

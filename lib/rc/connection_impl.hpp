@@ -306,7 +306,14 @@ private:
   void release_receive(std::uint32_t slot);
   error_code check_work(const work_request& request) const;
   void prepare_work(operation* op, const work_request& request);
-  void deliver_waiting(from origin);
+  /// Delivers queued messages to the listener or to waiting receives, and fails the
+  /// waiting receives of a connection that ended. Nothing queued and still open (the
+  /// common case, checked inline on every receive's completion): nothing to do.
+  void deliver_waiting(from origin) {
+    if (!arrived_.empty() || state_ == state::closing || state_ == state::closed)
+      deliver_arrived(origin);
+  }
+  void deliver_arrived(from origin); // deliver_waiting's work
   /// Delivers what has arrived to waiting receives from a posted task, and reposts the
   /// buffers emptied.
   void schedule_delivery() {

@@ -118,13 +118,11 @@ void connection_impl::handle_receive(std::uint32_t index, const ibv_wc& wc, from
     else if (state_ == state::open)
       queue_pair_failed();
   }
-  // Nothing queued and still open (the common case): nothing to deliver, no call.
-  if (!arrived_.empty() || state_ == state::closing || state_ == state::closed)
-    deliver_waiting(origin);
+  deliver_waiting(origin);
   maybe_finish_close();
 }
 
-void connection_impl::deliver_waiting(from origin) {
+void connection_impl::deliver_arrived(from origin) {
   if (listener_ && !arrived_.empty()) {
     if (origin != from::completion_path)
       return schedule_delivery(); // its task delivers them, and the end after them
