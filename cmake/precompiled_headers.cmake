@@ -4,10 +4,11 @@
 # compiled once per build for each kind of target:
 #   - the library's sources: lib/export_api.hpp, which each of them reads first anyway
 #     (lib/CMakeLists.txt);
-#   - the library's users in this project (tests, programs, benchmarks, fuzzers):
+#   - the library's users in this project (programs, benchmarks):
 #     asio_rdma_users_pch below, shared (REUSE_FROM) by all of them: their compile flags
 #     are the same (their own definitions, such as BOOST_TEST_DYN_LINK, are not read by
-#     these headers).
+#     these headers); the tests have their own (below, their own optimization) and the
+#     fuzz targets theirs (test/fuzz/CMakeLists.txt, libFuzzer's coverage).
 # Both are PRIVATE to the targets: nothing of them reaches the installed package or its
 # consumers. Left out: Boost.Test (its headers read BOOST_TEST_MODULE, which each test
 # defines before including them), the examples (they compile as a user's program does)

@@ -3,8 +3,9 @@
 # ASIO_RDMA_SANITIZE: a comma-separated -fsanitize list applied to every target of the build,
 #   e.g. "address,undefined" or "thread". Every undefined-behaviour finding is fatal
 #   (-fno-sanitize-recover), so a test that triggers one fails.
-# ASIO_RDMA_FUZZ: builds the libFuzzer targets of test/fuzz (needs clang). Everything else is
-#   then compiled with -fsanitize=fuzzer-no-link too, so the fuzzers see the library's coverage.
+# ASIO_RDMA_FUZZ: builds the libFuzzer targets of test/fuzz (needs clang). The code a fuzz
+#   target runs (the library and the fuzz targets themselves) is compiled with
+#   -fsanitize=fuzzer-no-link too, so the fuzzers see its coverage: asio_rdma_fuzz_coverage().
 set(ASIO_RDMA_SANITIZE "" CACHE STRING "Sanitizers for every target (address,undefined or thread)")
 option(ASIO_RDMA_FUZZ "Build the libFuzzer targets in test/fuzz (clang only)" OFF)
 
@@ -27,5 +28,17 @@ if(ASIO_RDMA_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     message(FATAL_ERROR "ASIO_RDMA_FUZZ needs clang (libFuzzer), not ${CMAKE_CXX_COMPILER_ID}")
   endif()
-  add_compile_options(-fsanitize=fuzzer-no-link)
 endif()
+
+# asio_rdma_fuzz_coverage(TARGETS...): with ASIO_RDMA_FUZZ, the targets' code reports its
+# coverage to libFuzzer. Only the code the fuzz targets run: the tests, programs and
+# examples of the same build compile faster without it (clang 16, ASan + UBSan, two
+# cores: the whole build 637 s -> 616 s; test/integration/data_test.cpp alone 49 s -> 40 s),
+# and in their runs the coverage callbacks only cost time.
+function(asio_rdma_fuzz_coverage)
+  if(ASIO_RDMA_FUZZ)
+    foreach(target ${ARGN})
+      target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
+    endforeach()
+  endif()
+endfunction()
