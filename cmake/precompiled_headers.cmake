@@ -9,7 +9,7 @@
 #     are the same (their own definitions, such as BOOST_TEST_DYN_LINK, are not read by
 #     these headers); the tests have their own (below, their own optimization) and the
 #     fuzz targets theirs (test/fuzz/CMakeLists.txt, libFuzzer's coverage).
-# Both are PRIVATE to the targets: nothing of them reaches the installed package or its
+# All are PRIVATE to the targets: nothing of them reaches the installed package or its
 # consumers. Left out: Boost.Test (its headers read BOOST_TEST_MODULE, which each test
 # defines before including them), the examples (they compile as a user's program does)
 # and the tests that a header compiles on its own.
