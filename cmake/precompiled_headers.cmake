@@ -16,13 +16,20 @@
 # GCC ignores a precompiled header that does not fit (CMake adds -Winvalid-pch, so it says
 # so); clang refuses it with an error. -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON: none at all.
 # ccache caches these compiles only with sloppiness=pch_defines,time_macros.
-file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/asio_rdma_users_pch.cpp CONTENT "")
-add_library(asio_rdma_users_pch OBJECT EXCLUDE_FROM_ALL ${PROJECT_BINARY_DIR}/asio_rdma_users_pch.cpp)
-target_link_libraries(asio_rdma_users_pch PRIVATE asio_rdma::asio_rdma)
 set(asio_rdma_pch_headers
   <boost/asio.hpp> <asio_rdma/asio_rdma.hpp>
   <algorithm> <array> <chrono> <cstdint> <cstring> <memory> <string> <thread> <vector>)
-target_precompile_headers(asio_rdma_users_pch PRIVATE ${asio_rdma_pch_headers})
+
+# asio_rdma_pch_library(NAME): an object library that only makes the precompiled header of
+# asio_rdma_pch_headers, for targets compiled with its flags to reuse (REUSE_FROM). The
+# flags it differs by (compile options) are added to it by the caller.
+function(asio_rdma_pch_library name)
+  file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/${name}.cpp CONTENT "")
+  add_library(${name} OBJECT EXCLUDE_FROM_ALL ${PROJECT_BINARY_DIR}/${name}.cpp)
+  target_link_libraries(${name} PRIVATE asio_rdma::asio_rdma)
+  target_precompile_headers(${name} PRIVATE ${asio_rdma_pch_headers})
+endfunction()
+asio_rdma_pch_library(asio_rdma_users_pch)
 
 # asio_rdma_use_pch(TARGETS...): those of them that exist use the users' precompiled header.
 function(asio_rdma_use_pch)
@@ -46,11 +53,8 @@ else()
   set(asio_rdma_test_code_options -O1 -gline-tables-only)
 endif()
 set(ASIO_RDMA_TEST_COMPILE_OPTIONS "$<$<NOT:$<CONFIG:Debug>>:${asio_rdma_test_code_options}>")
-file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/asio_rdma_tests_pch.cpp CONTENT "")
-add_library(asio_rdma_tests_pch OBJECT EXCLUDE_FROM_ALL ${PROJECT_BINARY_DIR}/asio_rdma_tests_pch.cpp)
-target_link_libraries(asio_rdma_tests_pch PRIVATE asio_rdma::asio_rdma)
+asio_rdma_pch_library(asio_rdma_tests_pch)
 target_compile_options(asio_rdma_tests_pch PRIVATE "${ASIO_RDMA_TEST_COMPILE_OPTIONS}")
-target_precompile_headers(asio_rdma_tests_pch PRIVATE ${asio_rdma_pch_headers})
 
 # asio_rdma_use_test_pch(TARGET): a test program, compiled with the tests' options and
 # their precompiled header.

@@ -495,7 +495,9 @@ void connection_impl::complete(operation* op, error_code ec, std::size_t bytes, 
     return; // other requests of its batch are outstanding
   // The record back to the pool and the count down, then its handler completed in place:
   // the call moves the handler out of the record before it runs it (inline_handler), so
-  // the handler may start its next operation in this record.
+  // the handler may start its next operation in this record. Nothing in between takes a
+  // record: the count reaching zero only stops waiting on the CQ (sync_interest polls
+  // only when a wait starts).
   op_pool_.put(op);
   if (op->counted)
     op_finished();
