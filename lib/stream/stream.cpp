@@ -122,6 +122,8 @@ void stream_impl::open(error_code& ec) {
                                  share_ ? access::remote_read : access::none, ec);
   if (ec)
     return;
+  send_base_ = send_buffer_.data().data();
+  send_lkey_ = send_buffer_.lkey();
   wire::advertisement mine;
   mine.address = reinterpret_cast<std::uintptr_t>(ring_.data().data());
   mine.rkey = ring_.rkey();
@@ -456,7 +458,7 @@ void stream_impl::flush() {
       break;
     // In a run of writes every second post of a page or more is left for the peer to
     // pull (stream_transfer::shared); a lone write is written: it waits for nothing.
-    const bool pull = share_ && peer_pulls_ && !last_pulled_ && out_.in_flight() > 0 &&
+    const bool pull = out_.in_flight() > 0 && share_ && peer_pulls_ && !last_pulled_ &&
                       p.length >= min_pull;
     last_pulled_ = pull;
     out_.posted(p.length, pull ? stream_writer_window::by::pull : stream_writer_window::by::write);
@@ -479,7 +481,8 @@ void stream_impl::post_data(const stream_writer_window::post& p, bool pull) {
   if (pull) // the peer reads these bytes; its `pulled` frees them (handle)
     return send_word(wire::word(wire::kind::pull, length), data_bodies_[turn],
                      post_memory_[2 * turn], &stream_impl::write_posted);
-  const local_buffer local = send_buffer_.slice(p.local_offset, p.length);
+  // (next_post keeps the post inside the send buffer)
+  const local_buffer local{send_base_ + p.local_offset, length, send_lkey_, true};
   work_request request;
   request.op = work_request::kind::write;
   request.local = list_view<local_buffer>{&local, 1};
