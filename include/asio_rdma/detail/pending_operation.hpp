@@ -66,8 +66,12 @@ public:
   /// executor layers (which cost a heap allocation each).
   template <typename Handler>
   static bool runs_on(const Handler& handler, const boost::asio::any_io_executor& io) {
-    const auto ex = boost::asio::get_associated_executor(handler, io);
+    // A reference to `io` itself when the handler has no executor of its own (Asio hands
+    // back the default it was given): no copy of the type-erased executor to make.
+    const auto& ex = boost::asio::get_associated_executor(handler, io);
     if constexpr (std::is_same_v<std::decay_t<decltype(ex)>, boost::asio::any_io_executor>) {
+      if (&ex == &io)
+        return true;
       // Both type-erased, as a coroutine's and the connection's are: two io_context
       // executors compare as themselves, without any_executor's equality (a call
       // through its function table, which looks both targets up again).
