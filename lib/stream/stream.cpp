@@ -481,7 +481,7 @@ void stream_impl::post_data(const stream_writer_window::post& p, bool pull) {
   if (pull) // the peer reads these bytes; its `pulled` frees them (handle)
     return send_word(wire::word(wire::kind::pull, length), data_bodies_[turn],
                      post_memory_[2 * turn], &stream_impl::write_posted);
-  // (next_post keeps the post inside the send buffer)
+  // In bounds without a check: next_post cuts a post where the send buffer wraps.
   const local_buffer local{send_base_ + p.local_offset, length, send_lkey_, true};
   work_request request;
   request.op = work_request::kind::write;
