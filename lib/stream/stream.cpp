@@ -122,7 +122,6 @@ void stream_impl::open(error_code& ec) {
                                  share_ ? access::remote_read : access::none, ec);
   if (ec)
     return;
-  send_base_ = send_buffer_.data().data();
   send_lkey_ = send_buffer_.lkey();
   wire::advertisement mine;
   mine.address = reinterpret_cast<std::uintptr_t>(ring_.data().data());
@@ -482,7 +481,7 @@ void stream_impl::post_data(const stream_writer_window::post& p, bool pull) {
     return send_word(wire::word(wire::kind::pull, length), data_bodies_[turn],
                      post_memory_[2 * turn], &stream_impl::write_posted);
   // In bounds without a check: next_post cuts a post where the send buffer wraps.
-  const local_buffer local{send_base_ + p.local_offset, length, send_lkey_, true};
+  const local_buffer local{send_buffer_.data().data() + p.local_offset, length, send_lkey_, true};
   work_request request;
   request.op = work_request::kind::write;
   request.local = list_view<local_buffer>{&local, 1};

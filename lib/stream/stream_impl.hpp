@@ -136,8 +136,7 @@ private:
   // The peer writes into ring_; this side's writes are copied into send_buffer_.
   memory_region ring_;
   memory_region send_buffer_;
-  std::byte* send_base_ = nullptr; // send_buffer_'s first byte and key, read per post
-  std::uint32_t send_lkey_ = 0;
+  std::uint32_t send_lkey_ = 0; // send_buffer_'s (lkey() is out of line), read per post
   stream_reader_window in_;
   stream_writer_window out_;
   stream_wire::advertisement peer_{};
