@@ -60,12 +60,13 @@ start_server() { # port [--raw-verbs]
 # Each measuring run is short: what is checked is that it runs and reports, not its
 # figures (a run's cost in the guest is mostly the program's start and the connection).
 short=(--duration 0.15 --warmup 0.05)
-start_server 7460
-start_server 7461 --raw-verbs
+fw=7460 raw=7461 # ports no other test uses (test/bench/CMakeLists.txt)
+start_server $fw
+start_server $raw --raw-verbs
 fails=0
 for impl in framework raw; do
-  port=7460 extra=()
-  [ $impl = raw ] && port=7461 extra=(--raw-verbs)
+  port=$fw extra=()
+  [ $impl = raw ] && port=$raw extra=(--raw-verbs)
   for op in send write write_imm read fetch_add compare_swap; do
     size=4096
     case $op in fetch_add | compare_swap) size=8 ;; esac
@@ -101,11 +102,11 @@ for args in "--sizes 64,4096 --connections 2" "--size 64 --connections 4 --share
   "--op send --size 4096 --send-from copied" "--bidirectional --size 1024 --send-from copied" \
   "--op write --size 65536 --siw-zero-copy" "--op send --size 65536 --siw-zero-copy"; do
   if [[ $args == *write_imm* && -n $(lacks write_imm) ]]; then
-    refused "$args" "$(lacks write_imm)" timeout 120 "$B" client "$A" --port 7460 $args \
+    refused "$args" "$(lacks write_imm)" timeout 120 "$B" client "$A" --port $fw $args \
       --depth 8 --duration 0.3
     continue
   fi
-  if out=$(timeout 120 "$B" client "$A" --port 7460 $args --depth 8 "${short[@]}" 2>&1); then
+  if out=$(timeout 120 "$B" client "$A" --port $fw $args --depth 8 "${short[@]}" 2>&1); then
     echo "ok: $args"
   else
     echo "FAIL: $args:"
@@ -114,7 +115,7 @@ for args in "--sizes 64,4096 --connections 2" "--size 64 --connections 4 --share
   fi
 done
 # --statistics: the client's connection statistics after the run.
-if out=$(timeout 120 "$B" client "$A" --port 7460 --op write --size 4096 --depth 8 \
+if out=$(timeout 120 "$B" client "$A" --port $fw --op write --size 4096 --depth 8 \
   "${short[@]}" --statistics 2>&1) &&
   grep -q "^# statistics: posts [1-9][0-9]*, work requests [1-9]" <<<"$out"; then
   echo "ok: --statistics: $(grep '^# statistics' <<<"$out")"
@@ -133,7 +134,7 @@ for run in floor floor-event plain; do
   [ $run = floor-event ] && extra=(--asio-floor --completion event)
   json=$dir/raw-floor.json
   rm -f "$json"
-  if out=$(timeout 120 "$B" client "$A" --port 7461 --raw-verbs "${extra[@]}" --mode lat \
+  if out=$(timeout 120 "$B" client "$A" --port $raw --raw-verbs "${extra[@]}" --mode lat \
     --op send --size 8 --iterations 2000 --warmup 0.05 --json "$json" 2>&1) &&
     python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
@@ -144,7 +145,7 @@ sys.exit(d["parameters"]["asio_floor"] != floor or d["results"][0]["iterations"]
   else
     echo "FAIL: raw send lat ($run):"
     echo "$out"
-    cat "$dir/server-7461.log"
+    cat "$dir/server-$raw.log"
     fails=$((fails + 1))
   fi
 done
@@ -153,7 +154,7 @@ done
 # zero-copy send asks for one). Not on iWARP, where every send completes with its
 # work completion (connection_options::send_completion).
 if ((!iwarp)); then
-  if out=$(timeout 120 "$B" client "$A" --port 7460 --mode lat --op send --size 64 \
+  if out=$(timeout 120 "$B" client "$A" --port $fw --mode lat --op send --size 64 \
     --send-from copied --iterations 2000 --warmup 0.05 --statistics 2>&1) &&
     read -r requests signalled < <(sed -n 's/^# statistics: .*work requests \([0-9]*\), signalled \([0-9]*\).*/\1 \2/p' <<<"$out") &&
     ((requests >= 2000 && signalled * 4 < requests)); then
@@ -171,35 +172,35 @@ if [[ -n $(lacks ud_send) ]]; then
   # No datagrams on this device: the client is refused, and the server said why it
   # serves none.
   for mode in bw lat; do
-    refused "ud_send $mode" "$(lacks ud_send)" timeout 120 "$B" client "$A" --port 7460 \
+    refused "ud_send $mode" "$(lacks ud_send)" timeout 120 "$B" client "$A" --port $fw \
       --op ud_send --mode $mode --size 1024 --depth 16 --duration 0.3
   done
-  if grep -q "no datagram server (ud_send): .*$D.*$(lacks ud_send)" "$dir/server-7460.log"; then
+  if grep -q "no datagram server (ud_send): .*$D.*$(lacks ud_send)" "$dir/server-$fw.log"; then
     echo "ok: the server says why it serves no datagrams"
   else
     echo "FAIL: the server does not say why it serves no datagrams:"
-    cat "$dir/server-7460.log"
+    cat "$dir/server-$fw.log"
     fails=$((fails + 1))
   fi
 else
   for _ in $(seq 100); do
-    grep -q 'datagrams (ud_send)' "$dir/server-7460.log" && break
+    grep -q 'datagrams (ud_send)' "$dir/server-$fw.log" && break
     sleep 0.1
   done
   for mode in bw lat; do
     json=$dir/ud-$mode.json
-    if out=$(timeout 120 "$B" client "$A" --port 7460 --op ud_send --mode $mode --size 1024 \
+    if out=$(timeout 120 "$B" client "$A" --port $fw --op ud_send --mode $mode --size 1024 \
       --depth 16 "${short[@]}" --json "$json" 2>&1) &&
       grep -q '"iterations": [1-9]' "$json" && grep -q '"datagrams_delivered": [1-9]' "$json"; then
       echo "ok: ud_send $mode: $(echo "$out" | tail -1)"
     else
       echo "FAIL: ud_send $mode:"
       echo "$out"
-      cat "$dir/server-7460.log"
+      cat "$dir/server-$fw.log"
       fails=$((fails + 1))
     fi
   done
-  if out=$(timeout 60 "$B" client "$A" --port 7460 --op ud_send --size 65536 --duration 0.3 2>&1); then
+  if out=$(timeout 60 "$B" client "$A" --port $fw --op ud_send --size 65536 --duration 0.3 2>&1); then
     echo "FAIL: ud_send of 64 KiB (beyond the path MTU) succeeded:"
     echo "$out"
     fails=$((fails + 1))
@@ -213,7 +214,7 @@ else
 fi
 # The library's completion modes other than event (docs/rdma_bench.md).
 for mode in busy adaptive; do
-  if out=$(timeout 120 "$B" client "$A" --port 7460 --completion $mode --size 64 --depth 8 \
+  if out=$(timeout 120 "$B" client "$A" --port $fw --completion $mode --size 64 --depth 8 \
     "${short[@]}" 2>&1) && grep -q "completion $mode" <<<"$out"; then
     echo "ok: --completion $mode"
   else
