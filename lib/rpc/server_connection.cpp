@@ -153,8 +153,9 @@ bool server_connection::take_frame() {
       drop(*it->second);
     return true;
   }
+  // (A request whose id is still in use fails in new_call: one lookup for both.)
   if (h.kind != wire::frame_kind::request || h.length > server_->options().max_request_size ||
-      calls_.contains(h.call_id) || (h.flags != 0 && !rdma_)) {
+      (h.flags != 0 && !rdma_)) {
     fail();
     return false;
   }
@@ -192,7 +193,12 @@ bool server_connection::take_request() {
   const auto deadline = h.deadline_ms == 0 ? std::chrono::steady_clock::time_point::max()
                                            : std::chrono::steady_clock::now() +
                                                  std::chrono::milliseconds(h.deadline_ms);
-  call& c = new_call(h.call_id, m, deadline);
+  call* made = new_call(h.call_id, m, deadline);
+  if (!made) {
+    fail();
+    return false;
+  }
+  call& c = *made;
   c.bulk = (h.flags & wire::flag_bulk) != 0;
   c.has_reply_buffer = (h.flags & wire::flag_reply_buffer) != 0;
   std::span<std::byte> into = c.descriptor; // a bulk request's payload: its descriptor
@@ -212,8 +218,9 @@ bool server_connection::take_request() {
   return false;
 }
 
-// A call for the request `id`, in calls_: an idle one reused, or a new one.
-server_connection::call& server_connection::new_call(std::uint64_t id, const method_entry* m,
+// A call for the request `id`, in calls_: an idle one reused, or a new one; null when a
+// call of that id is still running (a broken client).
+server_connection::call* server_connection::new_call(std::uint64_t id, const method_entry* m,
                                                      std::chrono::steady_clock::time_point deadline) {
   std::unique_ptr<call> c;
   if (!idle_calls_.empty()) {
@@ -222,8 +229,13 @@ server_connection::call& server_connection::new_call(std::uint64_t id, const met
   } else {
     c = std::make_unique<call>(server_->executor(), rdma_);
   }
-  c->reset(id, m, deadline);
-  return *calls_.emplace(id, std::move(c)).first->second;
+  auto [at, added] = calls_.try_emplace(id, std::move(c)); // c is left as it was if not added
+  if (!added) {
+    idle_calls_.push_back(std::move(c));
+    return nullptr;
+  }
+  at->second->reset(id, m, deadline);
+  return at->second.get();
 }
 
 void server_connection::on_request(void* p, const error_code& ec, std::size_t) {

@@ -124,7 +124,7 @@ private:
   bool expose_reply(call& c);
   std::unique_ptr<bulk_buffer> take_spare(std::size_t n, error_code& ec);
   void keep_spare(std::unique_ptr<bulk_buffer> b);
-  call& new_call(std::uint64_t id, const method_entry* m,
+  call* new_call(std::uint64_t id, const method_entry* m,
                  std::chrono::steady_clock::time_point deadline);
   friend class call_deadlines;
   /// Cancels the running calls whose deadline is `now` or earlier; watches the rest's.

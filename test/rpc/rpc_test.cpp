@@ -1588,6 +1588,8 @@ BOOST_AUTO_TEST_CASE(hostile_clients_lose_their_connection_others_are_served) {
     so.max_calls_per_connection = 16;
     rpc::server s(io.get_executor(), so);
     s.add_method("echo", echo);
+    bool wait_cancelled = false;
+    s.add_method("wait", wait_for_cancel(&wait_cancelled));
     const auto url = listen_here(s);
     rpc::client good(io.get_executor(), url);
     const auto hi = bytes_of("unaffected");
@@ -1640,7 +1642,21 @@ BOOST_AUTO_TEST_CASE(hostile_clients_lose_their_connection_others_are_served) {
       BOOST_TEST((got.kind == wire::frame_kind::error && got.call_id == 42 &&
                   got.word == unsigned(rpc::errc::unknown_method)));
     }
-    // 6. Ten thousand calls, no reply read: the server holds at most its limit. 80 MB in
+    // 6. A request whose id is still in use: its call (which waits until cancelled) was
+    // started by the first one.
+    {
+      auto p = co_await raw_peer::connect(url);
+      auto h0 = hello();
+      co_await asio::async_write(p, asio::buffer(h0), t);
+      wire::header_bytes h;
+      wire::encode({wire::frame_kind::request, 0, 9, rpc::method_id("wait"), 0}, h);
+      co_await asio::async_write(p, asio::buffer(h), t);
+      co_await asio::async_write(p, asio::buffer(h), t);
+      BOOST_TEST(co_await closed_by_server(p));
+      co_await until_no_calls(s);
+      BOOST_TEST(wait_cancelled); // the first call ended with its connection
+    }
+    // 7. Ten thousand calls, no reply read: the server holds at most its limit. 80 MB in
     // all, twice what the two ends' socket buffers can grow to on loopback TCP (Debian's
     // tcp_rmem and tcp_wmem maxima, 32 and 4 MiB: with 1,000-byte calls, 10 MB, a loaded
     // host's buffers once took the whole burst, and the writer was never held back).
