@@ -2,6 +2,8 @@
 // completion queue and one shared receive queue, and a soak of a million
 // messages with memory that stays flat. Figures go to the log
 // (--log_level=message) for the record; the assertions are the behaviour.
+// CTest runs each case as a test of its own, by name (integration_load, alone in the
+// guest, and integration_soak: test/integration/CMakeLists.txt): a new case needs its own.
 #define BOOST_TEST_MODULE integration_load
 #include "rdma_test.hpp"
 
